@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+)
+
+// CreateInbox inserts in. An empty ID is filled with a new UUID; times are
+// normalized in place to what the database keeps (UTC, microseconds), and a
+// zero UpdatedAt is set to CreatedAt. A second inbox with the same
+// EmailAddress fails with ErrConflict.
+func (s *Store) CreateInbox(ctx context.Context, in *Inbox) error {
+	newID(&in.ID)
+	in.CreatedAt = utc(in.CreatedAt)
+	if in.UpdatedAt.IsZero() {
+		in.UpdatedAt = in.CreatedAt
+	}
+	in.UpdatedAt = utc(in.UpdatedAt)
+	return wrap(s.db.WithContext(ctx).Create(in).Error, "create inbox %s", in.EmailAddress)
+}
+
+// Inbox returns the inbox with the given id, or ErrNotFound.
+func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
+	var in Inbox
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
+		return nil, wrap(err, "inbox %s", id)
+	}
+	return &in, nil
+}
+
+// Inboxes returns a page of inboxes ordered by address. limit <= 0 means no
+// limit.
+func (s *Store) Inboxes(ctx context.Context, limit, offset int) ([]Inbox, error) {
+	ins := []Inbox{}
+	err := s.db.WithContext(ctx).Order("email_address, id").
+		Limit(noLimit(limit)).Offset(offset).Find(&ins).Error
+	if err != nil {
+		return nil, wrap(err, "list inboxes")
+	}
+	return ins, nil
+}
+
+// DeleteInbox deletes the inbox and, through the schema's cascades, its
+// threads, messages and attachments. It returns ErrNotFound if there was no
+// such inbox.
+func (s *Store) DeleteInbox(ctx context.Context, id string) error {
+	res := s.db.WithContext(ctx).Where("id = ?", id).Delete(&Inbox{})
+	if res.Error != nil {
+		return wrap(res.Error, "delete inbox %s", id)
+	}
+	if res.RowsAffected == 0 {
+		return wrap(gorm.ErrRecordNotFound, "delete inbox %s", id)
+	}
+	return nil
+}
+
+// noLimit turns the store's "limit <= 0 means all" into gorm's -1.
+func noLimit(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}

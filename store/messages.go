@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// CreateMessage writes, in one transaction, newThread (if non-nil), m, its
+// attachments, and moves the thread's last_message_at forward to
+// m.CreatedAt. Either all of it is stored or none.
+//
+// The arguments are completed in place with what is stored: empty ids get
+// new UUIDs (m.ThreadID defaults to newThread.ID), a zero m.CreatedAt
+// becomes now, the thread's and attachments' zero times become
+// m.CreatedAt, an empty Direction is outbound and an empty Status is
+// sending; all times are normalized to UTC microseconds. A missing inbox or
+// thread gives ErrNotFound.
+func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment, newThread *Thread) error {
+	prepareMessage(m, s.db.NowFunc)
+	if newThread != nil {
+		newID(&newThread.ID)
+		if m.ThreadID == "" {
+			m.ThreadID = newThread.ID
+		}
+		newThread.CreatedAt = utc(orTime(newThread.CreatedAt, m.CreatedAt))
+		newThread.LastMessageAt = utc(orTime(newThread.LastMessageAt, m.CreatedAt))
+	}
+	for i := range atts {
+		a := &atts[i]
+		newID(&a.ID)
+		a.MessageID = m.ID
+		a.CreatedAt = utc(orTime(a.CreatedAt, m.CreatedAt))
+	}
+
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if newThread != nil {
+			if err := tx.Create(newThread).Error; err != nil {
+				return err
+			}
+		}
+		if err := tx.Create(m).Error; err != nil {
+			return err
+		}
+		if len(atts) > 0 {
+			if err := tx.Create(&atts).Error; err != nil {
+				return err
+			}
+		}
+		// Only forward: a message created earlier but committed later must
+		// not make the thread look older than it is.
+		res := tx.Model(&Thread{}).Where("id = ?", m.ThreadID).Update("last_message_at",
+			gorm.Expr("CASE WHEN last_message_at < ? THEN ? ELSE last_message_at END", m.CreatedAt, m.CreatedAt))
+		if res.Error == nil && res.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		return res.Error
+	})
+	return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
+}
+
+func prepareMessage(m *Message, now func() time.Time) {
+	newID(&m.ID)
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = now()
+	}
+	m.CreatedAt = utc(m.CreatedAt)
+	if m.SentAt != nil {
+		t := utc(*m.SentAt)
+		m.SentAt = &t
+	}
+	if m.Direction == "" {
+		m.Direction = DirectionOutbound
+	}
+	if m.Status == "" {
+		m.Status = StatusSending
+	}
+}
+
+func orTime(t, fallback time.Time) time.Time {
+	if t.IsZero() {
+		return fallback
+	}
+	return t
+}
+
+// Outcome is what became of a send, recorded by UpdateMessageOutcome.
+type Outcome struct {
+	Status            string
+	ProviderMessageID *string
+	Error             *string
+	SentAt            *time.Time
+}
+
+// UpdateMessageOutcome records the outcome of sending message id. Every
+// field of o is written, nil ones as NULL. It returns ErrNotFound if there
+// is no such message.
+func (s *Store) UpdateMessageOutcome(ctx context.Context, id string, o Outcome) error {
+	switch o.Status {
+	case StatusSending, StatusSent, StatusFailed:
+	default:
+		return fmt.Errorf("store: update message %s: unknown status %q", id, o.Status)
+	}
+	var sentAt *time.Time
+	if o.SentAt != nil {
+		t := utc(*o.SentAt)
+		sentAt = &t
+	}
+	res := s.db.WithContext(ctx).Model(&Message{}).Where("id = ?", id).Updates(map[string]any{
+		"status":              o.Status,
+		"provider_message_id": o.ProviderMessageID,
+		"error":               o.Error,
+		"sent_at":             sentAt,
+	})
+	if res.Error == nil && res.RowsAffected == 0 {
+		return wrap(gorm.ErrRecordNotFound, "update message %s", id)
+	}
+	return wrap(res.Error, "update message %s", id)
+}
+
+// Message returns the message with the given id, or ErrNotFound.
+func (s *Store) Message(ctx context.Context, id string) (*Message, error) {
+	var m Message
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&m).Error; err != nil {
+		return nil, wrap(err, "message %s", id)
+	}
+	return &m, nil
+}
+
+// MessageFilter selects messages for Messages. Empty fields do not filter;
+// Limit <= 0 means no limit.
+type MessageFilter struct {
+	InboxID  string
+	ThreadID string
+	// Query is a case-insensitive substring of the subject, the text body
+	// or the From address. % and _ in it are literal.
+	Query  string
+	Limit  int
+	Offset int
+}
+
+// Messages returns a page of the messages matching f, newest first, and how
+// many match in all.
+func (s *Store) Messages(ctx context.Context, f MessageFilter) ([]Message, int64, error) {
+	where := func(db *gorm.DB) *gorm.DB {
+		if f.InboxID != "" {
+			db = db.Where("inbox_id = ?", f.InboxID)
+		}
+		if f.ThreadID != "" {
+			db = db.Where("thread_id = ?", f.ThreadID)
+		}
+		if f.Query != "" {
+			p := "%" + escapeLike(f.Query) + "%"
+			db = db.Where(`(LOWER(subject) LIKE LOWER(?) ESCAPE '\'`+
+				` OR LOWER(body_text) LIKE LOWER(?) ESCAPE '\'`+
+				` OR LOWER(from_address) LIKE LOWER(?) ESCAPE '\')`, p, p, p)
+		}
+		return db
+	}
+
+	var total int64
+	if err := s.db.WithContext(ctx).Model(&Message{}).Scopes(where).Count(&total).Error; err != nil {
+		return nil, 0, wrap(err, "count messages")
+	}
+	ms := []Message{}
+	err := s.db.WithContext(ctx).Scopes(where).Order("created_at DESC, id DESC").
+		Limit(noLimit(f.Limit)).Offset(f.Offset).Find(&ms).Error
+	if err != nil {
+		return nil, 0, wrap(err, "list messages")
+	}
+	return ms, total, nil
+}
+
+// escapeLike makes s match itself literally inside a LIKE pattern that
+// uses ESCAPE '\'.
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// ThreadMessages returns a thread's messages, oldest first.
+func (s *Store) ThreadMessages(ctx context.Context, threadID string) ([]Message, error) {
+	ms := []Message{}
+	err := s.db.WithContext(ctx).Where("thread_id = ?", threadID).Order("created_at, id").Find(&ms).Error
+	if err != nil {
+		return nil, wrap(err, "messages of thread %s", threadID)
+	}
+	return ms, nil
+}
+
+// LastMessage returns the newest message of a thread, the one a reply
+// answers, or ErrNotFound if the thread has none.
+func (s *Store) LastMessage(ctx context.Context, threadID string) (*Message, error) {
+	var m Message
+	err := s.db.WithContext(ctx).Where("thread_id = ?", threadID).Order("created_at DESC, id DESC").Take(&m).Error
+	if err != nil {
+		return nil, wrap(err, "last message of thread %s", threadID)
+	}
+	return &m, nil
+}

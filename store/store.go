@@ -1,0 +1,239 @@
+// Package store keeps inboxes, threads and messages in PostgreSQL or SQLite
+// through gorm. The schema is owned by package migrations, never by gorm.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/nornweave/nornweave/migrations"
+)
+
+// ErrNotFound is returned when the row asked for does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrConflict is returned when a write would break a unique constraint, such
+// as a second inbox with the same address.
+var ErrConflict = errors.New("store: conflict")
+
+// Drivers accepted in Options.Driver.
+const (
+	DriverPostgres = migrations.Postgres
+	DriverSQLite   = migrations.SQLite
+)
+
+// defaultMaxOpenConns is the PostgreSQL pool size when Options leaves it 0.
+const defaultMaxOpenConns = 20
+
+// Options configures Open.
+type Options struct {
+	// Driver is "postgres" or "sqlite".
+	Driver string
+	// DSN is a PostgreSQL URL, or the path of the SQLite file (its parent
+	// directory is created if missing; ":memory:" gives a private
+	// in-memory database).
+	DSN string
+	// Logger receives slow-query warnings. Nil discards them.
+	Logger *slog.Logger
+	// MaxOpenConns is the PostgreSQL pool size; 0 means 20. SQLite always
+	// uses one connection.
+	MaxOpenConns int
+}
+
+// Store is the database. It is safe for concurrent use.
+type Store struct {
+	db     *gorm.DB
+	sqlDB  *sql.DB
+	driver string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open connects to the database described by o and pings it. It does not
+// migrate; call Migrate for that.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var (
+		sqlDB     *sql.DB
+		dialector gorm.Dialector
+		err       error
+	)
+	switch o.Driver {
+	case DriverPostgres:
+		sqlDB, err = openPostgres(o)
+		dialector = postgres.New(postgres.Config{Conn: sqlDB})
+	case DriverSQLite:
+		sqlDB, err = openSQLite(o.DSN)
+		dialector = sqlite.Dialector{Conn: sqlDB}
+	default:
+		return nil, fmt.Errorf("store: unknown driver %q (want %q or %q)", o.Driver, DriverPostgres, DriverSQLite)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("store: connect to %s: %w", o.Driver, err)
+	}
+	db, err := gorm.Open(dialector, &gorm.Config{
+		Logger:  newGormLogger(logger, slowQuery),
+		NowFunc: func() time.Time { return utc(time.Now()) },
+		// Single statements need no transaction; the writes that span
+		// several statements open their own.
+		SkipDefaultTransaction: true,
+		TranslateError:         true,
+	})
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("store: open gorm: %w", err)
+	}
+	return &Store{db: db, sqlDB: sqlDB, driver: o.Driver}, nil
+}
+
+func openPostgres(o Options) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(o.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse postgres DSN: %w", err)
+	}
+	// pgx returns timestamptz in the process's local zone; the store
+	// promises UTC whatever the server's TZ.
+	sqlDB := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(_ context.Context, c *pgx.Conn) error {
+		c.TypeMap().RegisterType(&pgtype.Type{
+			Name:  "timestamptz",
+			OID:   pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC},
+		})
+		return nil
+	}))
+	n := o.MaxOpenConns
+	if n <= 0 {
+		n = defaultMaxOpenConns
+	}
+	sqlDB.SetMaxOpenConns(n)
+	sqlDB.SetMaxIdleConns(n)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	return sqlDB, nil
+}
+
+// sqlitePragmas are run on every new connection. foreign_keys is off by
+// default in SQLite and the cascades depend on it; WAL lets readers of the
+// file from other processes (backups, the sqlite3 shell) proceed during a
+// write; _txlock=immediate takes the write lock at BEGIN, so a transaction
+// never fails half-way when another process holds the file.
+const sqlitePragmas = "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)" +
+	"&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+func openSQLite(path string) (*sql.DB, error) {
+	if path == "" {
+		return nil, errors.New("store: sqlite DSN is empty, want a file path")
+	}
+	if path != ":memory:" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, fmt.Errorf("store: create sqlite directory: %w", err)
+		}
+	}
+	// The path becomes a file: URI, in which these three characters would
+	// start a query, a fragment or an escape.
+	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	sqlDB, err := sql.Open(sqlite.DriverName, "file:"+escaped+sqlitePragmas)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite: %w", err)
+	}
+	// SQLite has one writer. One connection queues writers in Go instead of
+	// having hundreds of concurrent requests fail with SQLITE_BUSY, and it
+	// keeps a ":memory:" database alive for the life of the Store.
+	sqlDB.SetMaxOpenConns(1)
+	sqlDB.SetConnMaxLifetime(0)
+	sqlDB.SetConnMaxIdleTime(0)
+	return sqlDB, nil
+}
+
+// Close closes the database. It is safe to call more than once; later calls
+// return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.sqlDB.Close(); err != nil {
+			s.closeErr = fmt.Errorf("store: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// Migrate brings the schema up to date; see migrations.Apply.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := migrations.Apply(ctx, s.sqlDB, s.driver); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return nil
+}
+
+// Ready reports whether the database answers and its schema is the one this
+// binary expects. It backs GET /ready.
+func (s *Store) Ready(ctx context.Context) error {
+	if err := s.sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	current, latest, err := migrations.Status(ctx, s.sqlDB, s.driver)
+	if err != nil {
+		return fmt.Errorf("store: schema status: %w", err)
+	}
+	if current != latest {
+		return fmt.Errorf("store: schema is at version %d, want %d", current, latest)
+	}
+	return nil
+}
+
+// Driver returns "postgres" or "sqlite".
+func (s *Store) Driver() string { return s.driver }
+
+// utc is how every time is written: in UTC, so that SQLite's text
+// timestamps sort in time order, and to the microsecond, PostgreSQL's
+// precision, so that what is read back equals what was written.
+func utc(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// newID fills in an id the caller left empty.
+func newID(id *string) {
+	if *id == "" {
+		*id = uuid.NewString()
+	}
+}
+
+// wrap maps gorm's errors to the store's and adds the "store: " context.
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return fmt.Errorf("%w: %s", ErrNotFound, msg)
+	case errors.Is(err, gorm.ErrDuplicatedKey):
+		return fmt.Errorf("%w: %s: %w", ErrConflict, msg, err)
+	case errors.Is(err, gorm.ErrForeignKeyViolated):
+		// The parent row (an inbox or thread) was deleted meanwhile.
+		return fmt.Errorf("%w: %s: %w", ErrNotFound, msg, err)
+	}
+	return fmt.Errorf("store: %s: %w", msg, err)
+}
