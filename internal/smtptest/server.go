@@ -1,0 +1,253 @@
+// Package smtptest runs a real SMTP server inside a test process, so code
+// that talks SMTP is tested against the protocol rather than a mock. The
+// server is built on github.com/emersion/go-smtp, listens on 127.0.0.1:0,
+// keeps every accepted message in memory and parses it for assertions.
+package smtptest
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// waitLimit bounds WaitForCount; generous because the machine is shared.
+const waitLimit = 10 * time.Second
+
+// Option configures a Server started by Start.
+type Option func(*config)
+
+type config struct {
+	startTLS    bool
+	implicitTLS bool
+	username    string
+	password    string
+}
+
+// WithSTARTTLS advertises STARTTLS with a self-signed certificate generated
+// for this server; ClientTLSConfig trusts it.
+func WithSTARTTLS() Option { return func(c *config) { c.startTLS = true } }
+
+// WithImplicitTLS makes the listener itself speak TLS, as on port 465.
+func WithImplicitTLS() Option { return func(c *config) { c.implicitTLS = true } }
+
+// WithAuth requires AUTH PLAIN with these credentials before MAIL FROM;
+// wrong credentials are answered with 535.
+func WithAuth(username, password string) Option {
+	return func(c *config) { c.username, c.password = username, password }
+}
+
+// Server is a running SMTP server. All methods are safe for concurrent use.
+type Server struct {
+	srv       *smtp.Server
+	ln        *trackingListener
+	cfg       config
+	clientTLS *tls.Config
+	serveDone chan struct{}
+
+	mu       sync.Mutex
+	messages []Message
+	rejectDt *smtp.SMTPError
+	rejectTo map[string]bool
+	changed  chan struct{} // closed and replaced whenever a message arrives
+}
+
+// Start starts a server and registers t.Cleanup to stop it: Cleanup closes
+// every connection and waits until all connection goroutines have exited.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	var cfg config
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+
+	s := &Server{
+		cfg:       cfg,
+		serveDone: make(chan struct{}),
+		rejectTo:  make(map[string]bool),
+		changed:   make(chan struct{}),
+	}
+
+	srv := smtp.NewServer(&backend{s: s})
+	srv.Domain = "smtptest.localhost"
+	srv.MaxRecipients = 1000
+	srv.MaxMessageBytes = 64 << 20
+	srv.ReadTimeout = 5 * time.Second
+	srv.WriteTimeout = 5 * time.Second
+	// Without TLS go-smtp refuses AUTH; tests of plain-mode AUTH need it.
+	srv.AllowInsecureAuth = true
+	srv.ErrorLog = tbLogger{t}
+	s.srv = srv
+
+	var serverTLS *tls.Config
+	if cfg.startTLS || cfg.implicitTLS {
+		cert, pool, err := selfSigned()
+		if err != nil {
+			t.Fatalf("smtptest: generate certificate: %v", err)
+		}
+		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		s.clientTLS = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	}
+	if cfg.startTLS {
+		srv.TLSConfig = serverTLS
+	}
+
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("smtptest: listen: %v", err)
+	}
+	s.ln = newTrackingListener(raw)
+	var ln net.Listener = s.ln
+	if cfg.implicitTLS {
+		// Wrapping outside the tracking listener keeps the raw TCP
+		// connections in reach of DropIdleConnections.
+		ln = tls.NewListener(s.ln, serverTLS)
+	}
+
+	go func() {
+		defer close(s.serveDone)
+		_ = srv.Serve(ln) // returns once the listener is closed in stop
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+// stop closes the listener first, so that Serve returns and no connection
+// can be accepted while go-smtp's Shutdown waits for the open ones.
+func (s *Server) stop(t testing.TB) {
+	s.ln.Close()
+	<-s.serveDone
+	s.ln.closeAll()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil && ctx.Err() != nil {
+		t.Errorf("smtptest: connections still open after %s", waitLimit)
+	}
+}
+
+// Addr returns the listening address, "127.0.0.1:port".
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Host returns the listening IP address, "127.0.0.1".
+func (s *Server) Host() string { return s.ln.Addr().(*net.TCPAddr).IP.String() }
+
+// Port returns the listening TCP port.
+func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
+// ClientTLSConfig returns a client configuration that trusts this server's
+// certificate, or nil when the server was started without TLS. Each call
+// returns a new value the caller may modify.
+func (s *Server) ClientTLSConfig() *tls.Config {
+	if s.clientTLS == nil {
+		return nil
+	}
+	return s.clientTLS.Clone()
+}
+
+// Messages returns copies of the accepted messages in arrival order.
+func (s *Server) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Message, len(s.messages))
+	for i, m := range s.messages {
+		out[i] = m.clone()
+	}
+	return out
+}
+
+// Count returns the number of accepted messages.
+func (s *Server) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.messages)
+}
+
+// Connections returns the number of connections accepted so far, which
+// lets a test prove that a client reuses its connections.
+func (s *Server) Connections() int { return s.ln.accepted() }
+
+// RejectData makes the server answer every following message, after its
+// final ".", with this error, e.g. RejectData(554, [3]int{5, 7, 1},
+// "rejected by policy"). Rejected messages are not stored.
+func (s *Server) RejectData(code int, enhanced [3]int, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejectDt = &smtp.SMTPError{Code: code, EnhancedCode: smtp.EnhancedCode(enhanced), Message: message}
+}
+
+// AcceptData undoes RejectData.
+func (s *Server) AcceptData() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejectDt = nil
+}
+
+// RejectRecipient makes the server answer RCPT TO for addr with
+// 550 5.1.1 from now on.
+func (s *Server) RejectRecipient(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejectTo[addr] = true
+}
+
+// DropIdleConnections closes every connection currently open without a
+// word, as a server does when its idle timeout strikes or it restarts.
+func (s *Server) DropIdleConnections() { s.ln.closeAll() }
+
+// WaitForCount waits until at least n messages have been accepted and fails
+// the test if that does not happen within 10 seconds.
+func (s *Server) WaitForCount(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		got, changed := len(s.messages), s.changed
+		s.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("smtptest: got %d messages after %s, want %d", got, waitLimit, n)
+		}
+	}
+}
+
+// store records an accepted message and wakes WaitForCount.
+func (s *Server) store(m Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messages = append(s.messages, m)
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// dataVerdict returns the configured DATA rejection, or nil.
+func (s *Server) dataVerdict() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rejectDt == nil {
+		return nil
+	}
+	e := *s.rejectDt
+	return &e
+}
+
+func (s *Server) recipientRejected(addr string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rejectTo[addr]
+}
+
+// tbLogger sends go-smtp's internal errors to the test log. It is safe
+// because stop waits for every connection goroutine before the test ends.
+type tbLogger struct{ t testing.TB }
+
+func (l tbLogger) Printf(format string, v ...any) { l.t.Logf("smtptest: "+format, v...) }
+func (l tbLogger) Println(v ...any)               { l.t.Log(append([]any{"smtptest:"}, v...)...) }

@@ -1,0 +1,169 @@
+package providers
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/textproto"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/wneessen/go-mail"
+)
+
+// ErrClosed is returned by Send after Close.
+var ErrClosed = errors.New("smtp: provider is closed")
+
+// SendError is an SMTP delivery failure. Its message is a sentence the user
+// who asked for the send can act on ("smtp: recipient rejected: 550 5.1.1
+// ..."); it never contains the SMTP password.
+type SendError struct {
+	// Code is the server's SMTP reply code, or 0 when the server did not
+	// answer (unreachable, connection lost).
+	Code int
+	// Temporary reports a 4xx reply or a network failure: the same message
+	// may be accepted later. 5xx replies and configuration mismatches
+	// (no STARTTLS, bad credentials) are not temporary.
+	Temporary bool
+	// Err is the underlying error, for errors.Is and errors.As.
+	Err error
+
+	msg string
+}
+
+// Error implements error.
+func (e *SendError) Error() string { return e.msg }
+
+// Unwrap returns Err.
+func (e *SendError) Unwrap() error { return e.Err }
+
+// connectError reports a failure to reach addr or to greet it.
+func connectError(addr string, err error) *SendError {
+	cause := err
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		cause = op.Err // "dial tcp HOST:PORT:" would repeat the address
+	}
+	code := replyCode(err)
+	return &SendError{
+		Code:      code,
+		Temporary: code == 0 || code/100 == 4,
+		Err:       err,
+		msg:       fmt.Sprintf("smtp: connect to %s: %s", addr, readable(cause.Error())),
+	}
+}
+
+// setupError reports a failed STARTTLS or AUTH step; what is the start of
+// the sentence, e.g. "authentication failed".
+func setupError(what string, err error) *SendError {
+	code := replyCode(err)
+	return &SendError{
+		Code:      code,
+		Temporary: code/100 == 4,
+		Err:       err,
+		msg:       fmt.Sprintf("smtp: %s: %s", what, readable(err.Error())),
+	}
+}
+
+// deliveryError words a failed go-mail transaction by the step that failed.
+func deliveryError(err error) *SendError {
+	var se *mail.SendError
+	if !errors.As(err, &se) {
+		return &SendError{Temporary: true, Err: err, msg: "smtp: send failed: " + readable(err.Error())}
+	}
+	code := se.ErrorCode()
+	replied := code != 0
+	what, temporary := "send failed", false
+	switch se.Reason {
+	case mail.ErrSMTPMailFrom:
+		what = pick(replied, "sender rejected", "connection lost")
+	case mail.ErrSMTPRcptTo:
+		what = pick(replied, "recipient rejected", "connection lost")
+	case mail.ErrSMTPData:
+		what = pick(replied, "message rejected", "connection lost")
+	case mail.ErrSMTPDataClose:
+		// Without a reply the final "." may have reached the server, which
+		// may have queued the message: say so rather than guess.
+		what = pick(replied, "message rejected", "no answer after the message was sent, it may have been delivered")
+	case mail.ErrConnCheck, mail.ErrWriteContent:
+		what = "connection lost"
+	}
+	if replied {
+		temporary = code/100 == 4
+	} else if what != "send failed" {
+		temporary = true
+	}
+	return &SendError{
+		Code:      code,
+		Temporary: temporary,
+		Err:       err,
+		msg:       fmt.Sprintf("smtp: %s: %s", what, sendErrorDetail(se)),
+	}
+}
+
+func pick(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
+// sendErrorDetail is go-mail's message without its step description (we
+// give our own) and without the Message-ID it appends, which the caller
+// already knows.
+func sendErrorDetail(se *mail.SendError) string {
+	s := strings.TrimPrefix(se.Error(), se.Reason.String()+": ")
+	if id := se.MessageID(); id != "" {
+		s = strings.TrimSuffix(s, ", affected message ID: "+id)
+	}
+	return readable(s)
+}
+
+// readable undoes the quoting that net/textproto (Go 1.26) applies to
+// server replies, so `554 "5.7.1 rejected by policy"` reads as the server
+// wrote it. The regexp is compiled here, on the error path only.
+func readable(s string) string {
+	re := regexp.MustCompile(`\b([2-5][0-9][0-9]) ("(?:[^"\\]|\\.)*")`)
+	return re.ReplaceAllStringFunc(s, func(m string) string {
+		code, quoted, _ := strings.Cut(m, " ")
+		text, err := strconv.Unquote(quoted)
+		if err != nil {
+			return m
+		}
+		return code + " " + text
+	})
+}
+
+// replyCode returns the SMTP reply code carried by err, or 0.
+func replyCode(err error) int {
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		return te.Code
+	}
+	return 0
+}
+
+// isCleanRejection reports a reply to MAIL, RCPT or DATA after which the
+// session is in a known state and the connection may be kept. 421 is not
+// one: the server is closing the connection.
+func isCleanRejection(se *mail.SendError) bool {
+	switch se.Reason {
+	case mail.ErrSMTPMailFrom, mail.ErrSMTPRcptTo, mail.ErrSMTPData, mail.ErrSMTPDataClose:
+		return se.ErrorCode() != 0 && se.ErrorCode() != 421
+	}
+	return false
+}
+
+// deadBeforeMail reports that a connection failed before the server took
+// anything of the message: the NOOP check failed, or MAIL FROM could not be
+// written or was answered "421 closing". Sending the message on a fresh
+// connection then cannot deliver it twice.
+func deadBeforeMail(err error) bool {
+	var se *mail.SendError
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.ErrorCode()
+	return se.Reason == mail.ErrConnCheck || (se.Reason == mail.ErrSMTPMailFrom && (code == 0 || code == 421))
+}

@@ -1,0 +1,51 @@
+// Package providers delivers outbound email. Each provider is a concrete
+// type with a Send method; the send pipeline in package skuld declares the
+// interface it needs, so nothing here knows about HTTP, throttling or storage.
+package providers
+
+import "time"
+
+// Message is one fully prepared outbound email. Every header value has
+// already been validated (no CR/LF) and the HTML already rendered: a provider
+// only encodes and delivers it.
+type Message struct {
+	// MessageID is the Message-ID header value, angle brackets included:
+	// "<uuid@sending-domain>".
+	MessageID string
+	Date      time.Time
+	From      string // bare address of the sending inbox
+	FromName  string // display name, may be empty
+	To        []string
+	Cc        []string
+	Bcc       []string
+	ReplyTo   []string
+	Subject   string
+	// Text is the Markdown body, sent as the text/plain part.
+	Text string
+	// HTML is the text/html part.
+	HTML string
+	// InReplyTo and References thread a reply; both empty on a new thread.
+	// Values carry their angle brackets.
+	InReplyTo   string
+	References  []string
+	Attachments []Attachment
+}
+
+// Attachment is one file sent with a Message.
+type Attachment struct {
+	Filename    string
+	ContentType string
+	Content     []byte
+	// Inline marks a Content-Disposition: inline part referenced from the
+	// HTML through its ContentID ("cid:..."); otherwise it is an attachment.
+	Inline    bool
+	ContentID string
+}
+
+// Recipients returns every envelope recipient: To, then Cc, then Bcc.
+func (m Message) Recipients() []string {
+	all := make([]string, 0, len(m.To)+len(m.Cc)+len(m.Bcc))
+	all = append(all, m.To...)
+	all = append(all, m.Cc...)
+	return append(all, m.Bcc...)
+}

@@ -1,0 +1,313 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	netmail "net/mail"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wneessen/go-mail"
+)
+
+// SMTP defaults.
+const (
+	DefaultSMTPPort        = 587
+	DefaultSMTPMaxConns    = 4
+	DefaultSMTPIdleTimeout = 30 * time.Second
+	DefaultSMTPTimeout     = 15 * time.Second
+)
+
+// SMTPConfig configures an SMTP provider. Zero values take the defaults.
+type SMTPConfig struct {
+	Host string
+	Port int // default 587
+	// Username turns on AUTH (PLAIN, or LOGIN when the server offers only
+	// that); Password goes with it.
+	Username, Password string
+	// UseTLS makes STARTTLS mandatory: a server that does not offer it is
+	// an error, never a silent downgrade. With Port 465 it means implicit
+	// TLS instead. False sends in plain text.
+	UseTLS bool
+	// ImplicitTLS speaks TLS from the first byte (SMTPS) whatever the
+	// port; it is implied by UseTLS with Port 465.
+	ImplicitTLS bool
+	// TLSConfig overrides the TLS client configuration; its ServerName
+	// defaults to Host.
+	TLSConfig   *tls.Config
+	HELO        string        // EHLO name; default: this machine's host name
+	MaxConns    int           // connections open at once, default 4
+	IdleTimeout time.Duration // close a pooled connection unused this long, default 30 s
+	Timeout     time.Duration // bound on each dial and SMTP exchange, default 15 s
+	Logger      *slog.Logger
+}
+
+// SMTP delivers messages to one SMTP server through go-mail, keeping up to
+// MaxConns authenticated connections open for reuse. It is safe for
+// concurrent use.
+//
+// A Send's ctx bounds the wait for a free connection and the dial. Once the
+// SMTP transaction has started it runs to its end, bounded by Timeout,
+// because abandoning it half way would leave unknown whether the message
+// went out. A message is sent at most once: the only retry is on a fresh
+// connection when a pooled one turns out dead before MAIL FROM was
+// answered.
+type SMTP struct {
+	client      *mail.Client // the configuration; each connection is its own *smtp.Client
+	addr        string
+	host        string
+	username    string
+	password    string
+	startTLS    bool
+	implicitTLS bool
+	tlsConfig   *tls.Config
+	idleTimeout time.Duration
+	timeout     time.Duration
+	logger      *slog.Logger
+	now         func() time.Time // replaced in tests to age pooled connections
+
+	slots chan struct{} // one token per Send holding or dialing a connection
+	done  chan struct{} // closed by Close
+
+	mu     sync.Mutex
+	idle   []*conn // most recently used last
+	closed bool
+}
+
+// NewSMTP validates cfg and returns a provider. It does not dial, so the
+// server may be down when the process starts.
+func NewSMTP(cfg SMTPConfig) (*SMTP, error) {
+	if cfg.Host == "" || strings.ContainsAny(cfg.Host, " \t\r\n") {
+		return nil, fmt.Errorf("smtp: invalid host %q", cfg.Host)
+	}
+	cfg.Host = strings.Trim(cfg.Host, "[]") // "[::1]" as in a URL
+	if cfg.Port == 0 {
+		cfg.Port = DefaultSMTPPort
+	}
+	if cfg.Port < 1 || cfg.Port > 65535 {
+		return nil, fmt.Errorf("smtp: invalid port %d", cfg.Port)
+	}
+	if cfg.Password != "" && cfg.Username == "" {
+		return nil, errors.New("smtp: a password is set but no username")
+	}
+	if cfg.MaxConns < 0 || cfg.IdleTimeout < 0 || cfg.Timeout < 0 {
+		return nil, errors.New("smtp: MaxConns, IdleTimeout and Timeout must not be negative")
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultSMTPMaxConns
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultSMTPIdleTimeout
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultSMTPTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.TLSConfig != nil {
+		tlsConfig = cfg.TLSConfig.Clone()
+	}
+	if tlsConfig.ServerName == "" {
+		tlsConfig.ServerName = cfg.Host
+	}
+
+	p := &SMTP{
+		addr:        net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
+		host:        cfg.Host,
+		username:    cfg.Username,
+		password:    cfg.Password,
+		implicitTLS: cfg.ImplicitTLS || (cfg.UseTLS && cfg.Port == 465),
+		tlsConfig:   tlsConfig,
+		idleTimeout: cfg.IdleTimeout,
+		timeout:     cfg.Timeout,
+		logger:      cfg.Logger,
+		now:         time.Now,
+		slots:       make(chan struct{}, cfg.MaxConns),
+		done:        make(chan struct{}),
+	}
+	p.startTLS = cfg.UseTLS && !p.implicitTLS
+
+	// STARTTLS and AUTH are done in dial rather than by go-mail so that
+	// each failure gets its own error; go-mail dials through dialContext,
+	// greets, and runs the mail transaction.
+	opts := []mail.Option{
+		mail.WithPort(cfg.Port),
+		mail.WithTimeout(cfg.Timeout),
+		mail.WithTLSPolicy(mail.NoTLS),
+		mail.WithDialContextFunc(p.dialContext),
+	}
+	if cfg.HELO != "" {
+		opts = append(opts, mail.WithHELO(cfg.HELO))
+	}
+	client, err := mail.NewClient(cfg.Host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("smtp: %w", err)
+	}
+	p.client = client
+
+	if p.username != "" && !p.startTLS && !p.implicitTLS {
+		cfg.Logger.Warn("smtp credentials will be sent without TLS", slog.String("smtp_addr", p.addr))
+	}
+	return p, nil
+}
+
+// Name returns "smtp".
+func (p *SMTP) Name() string { return "smtp" }
+
+// Send delivers m and returns its Message-ID as the provider id. Failures
+// from the server are *SendError.
+func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	msg, err := p.buildMsg(m)
+	if err != nil {
+		return "", err
+	}
+	start := p.now()
+	if err := p.acquire(ctx); err != nil {
+		return "", err
+	}
+	defer p.release()
+
+	reused, err := p.send(ctx, msg)
+	attrs := []any{
+		slog.String("message_id", m.MessageID),
+		slog.Int64("duration_ms", p.now().Sub(start).Milliseconds()),
+		slog.Bool("reused", reused),
+	}
+	if err != nil {
+		p.logger.WarnContext(ctx, "smtp send failed", append(attrs, slog.Any("error", err))...)
+		return "", err
+	}
+	p.logger.DebugContext(ctx, "smtp message sent", attrs...)
+	if m.MessageID == "" {
+		return msg.GetMessageID(), nil
+	}
+	return m.MessageID, nil
+}
+
+// Close QUITs the idle connections and makes later Sends fail with
+// ErrClosed; connections in use are closed when their Send ends. It is safe
+// to call more than once and always returns nil: a failed QUIT at shutdown
+// leaves nothing to do.
+func (p *SMTP) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		p.quit(c)
+	}
+	return nil
+}
+
+// buildMsg encodes m as a go-mail message. Header values were validated
+// upstream, but a CR or LF here would let one header forge another, so it
+// is checked again.
+func (p *SMTP) buildMsg(m Message) (*mail.Msg, error) {
+	if err := checkHeaderValues(m); err != nil {
+		return nil, err
+	}
+	if len(m.To)+len(m.Cc)+len(m.Bcc) == 0 {
+		return nil, errors.New("smtp: message has no recipients")
+	}
+	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())
+
+	from, err := netmail.ParseAddress(m.From)
+	if err != nil {
+		return nil, fmt.Errorf("smtp: invalid from address %q: %w", m.From, err)
+	}
+	from.Name = m.FromName
+	msg.FromMailAddress(from)
+	for _, h := range []struct {
+		header mail.AddrHeader
+		addrs  []string
+	}{{mail.HeaderTo, m.To}, {mail.HeaderCc, m.Cc}, {mail.HeaderBcc, m.Bcc}, {mail.HeaderReplyTo, m.ReplyTo}} {
+		if len(h.addrs) == 0 {
+			continue // an empty list would still write an empty header
+		}
+		if err := msg.SetAddrHeader(h.header, h.addrs...); err != nil {
+			return nil, fmt.Errorf("smtp: %s: %w", h.header, err)
+		}
+	}
+
+	msg.Subject(m.Subject)
+	date := m.Date
+	if date.IsZero() {
+		date = p.now()
+	}
+	msg.SetDateWithValue(date)
+	if m.MessageID != "" {
+		// go-mail adds the angle brackets that m.MessageID already carries.
+		msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
+	}
+	if m.InReplyTo != "" {
+		msg.SetGenHeader(mail.HeaderInReplyTo, m.InReplyTo)
+	}
+	if len(m.References) > 0 {
+		msg.SetGenHeader(mail.HeaderReferences, strings.Join(m.References, " "))
+	}
+
+	msg.SetBodyString(mail.TypeTextPlain, m.Text)
+	if m.HTML != "" {
+		msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
+	}
+	for _, a := range m.Attachments {
+		opts := []mail.FileOption{}
+		if a.ContentType != "" {
+			opts = append(opts, mail.WithFileContentType(mail.ContentType(a.ContentType)))
+		}
+		// ReadSeeker variants: go-mail would copy an io.Reader's content.
+		if a.Inline {
+			if cid := strings.Trim(a.ContentID, "<>"); cid != "" {
+				opts = append(opts, mail.WithFileContentID("<"+cid+">"))
+			}
+			msg.EmbedReadSeeker(a.Filename, bytes.NewReader(a.Content), opts...)
+			continue
+		}
+		msg.AttachReadSeeker(a.Filename, bytes.NewReader(a.Content), opts...)
+	}
+	return msg, nil
+}
+
+func checkHeaderValues(m Message) error {
+	type field struct {
+		name   string
+		values []string
+	}
+	fields := []field{
+		{"from", []string{m.From, m.FromName}},
+		{"to", m.To}, {"cc", m.Cc}, {"bcc", m.Bcc}, {"reply-to", m.ReplyTo},
+		{"subject", []string{m.Subject}},
+		{"message-id", []string{m.MessageID}},
+		{"in-reply-to", []string{m.InReplyTo}},
+		{"references", m.References},
+	}
+	for i, a := range m.Attachments {
+		fields = append(fields, field{fmt.Sprintf("attachment %d", i), []string{a.Filename, a.ContentType, a.ContentID}})
+	}
+	for _, f := range fields {
+		for _, v := range f.values {
+			if strings.ContainsAny(v, "\r\n") {
+				return fmt.Errorf("smtp: %s contains a line break", f.name)
+			}
+		}
+	}
+	return nil
+}
