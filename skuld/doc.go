@@ -1,0 +1,2 @@
+// Package skuld is the send pipeline: domain filter → throttle → provider → record; and the throttle itself.
+package skuld

@@ -1,0 +1,207 @@
+package skuld
+
+import (
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+)
+
+// Names of the variables the filter is configured from, used in PatternError.
+const (
+	allowlistVar = "OUTBOUND_DOMAIN_ALLOWLIST"
+	blocklistVar = "OUTBOUND_DOMAIN_BLOCKLIST"
+)
+
+// A DomainFilter is the outbound recipient policy: a domain matching any
+// blocklist pattern is rejected; otherwise, if there is an allowlist, the
+// domain must match one of its patterns. Patterns match the whole domain,
+// case-insensitively.
+//
+// A DomainFilter is immutable after NewDomainFilter and safe for concurrent
+// use. A nil *DomainFilter, or one with both lists empty, allows everything.
+type DomainFilter struct {
+	allow, block []domainPattern
+}
+
+// domainPattern is one compiled item of a list.
+type domainPattern struct {
+	source string // as configured, for logs
+	re     *regexp.Regexp
+	// suffix is an ASCII literal, lower-cased, that every match ends with
+	// (partner\.example for (.*\.)?partner\.example), or "". Go's regexp
+	// spends about half a microsecond per pattern even on a domain that
+	// cannot match; comparing the tail first skips most of them.
+	suffix string
+}
+
+// match reports whether the pattern matches the whole domain. The suffix
+// shortcut is taken only for an ASCII domain: there ASCII case folding is
+// exactly what (?i) does, so it never rejects what the regexp would accept.
+func (p domainPattern) match(domain string, ascii bool) bool {
+	if p.suffix != "" && ascii {
+		if len(domain) < len(p.suffix) || !strings.EqualFold(domain[len(domain)-len(p.suffix):], p.suffix) {
+			return false
+		}
+	}
+	return p.re.MatchString(domain)
+}
+
+// NewDomainFilter compiles the comma-separated allowlist and blocklist
+// patterns. Items are trimmed and empty items ignored. An invalid pattern
+// returns a *PatternError.
+func NewDomainFilter(allowlist, blocklist string) (*DomainFilter, error) {
+	f := &DomainFilter{}
+	var err error
+	if f.allow, err = compilePatterns(allowlistVar, allowlist); err != nil {
+		return nil, err
+	}
+	if f.block, err = compilePatterns(blocklistVar, blocklist); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// compilePatterns compiles one comma-separated list; variable names it in
+// a PatternError.
+func compilePatterns(variable, list string) ([]domainPattern, error) {
+	var patterns []domainPattern
+	for item := range strings.SplitSeq(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		// Parsed bare first so the error quotes what the operator wrote,
+		// not our wrapping. The group keeps an alternation inside the
+		// pattern under both anchors: "a|b" must mean "^(a|b)$", not "^a|b$".
+		tree, err := syntax.Parse(item, syntax.Perl)
+		if err != nil {
+			return nil, &PatternError{Variable: variable, Pattern: item, Err: err}
+		}
+		re, err := regexp.Compile(`(?i)^(?:` + item + `)$`)
+		if err != nil {
+			return nil, &PatternError{Variable: variable, Pattern: item, Err: err}
+		}
+		patterns = append(patterns, domainPattern{source: item, re: re, suffix: literalSuffix(tree)})
+	}
+	return patterns, nil
+}
+
+// literalSuffix returns the lower-cased ASCII literal that every match of
+// re ends with, or "" when there is none it can prove (alternations,
+// repetitions, assertions and non-ASCII literals are left to the regexp).
+func literalSuffix(re *syntax.Regexp) string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		s := string(re.Rune)
+		if !isASCII(s) {
+			return ""
+		}
+		return strings.ToLower(s)
+	case syntax.OpCapture:
+		return literalSuffix(re.Sub[0])
+	case syntax.OpConcat:
+		if len(re.Sub) == 0 {
+			return ""
+		}
+		return literalSuffix(re.Sub[len(re.Sub)-1])
+	}
+	return ""
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// PatternError reports a pattern in OUTBOUND_DOMAIN_ALLOWLIST or
+// OUTBOUND_DOMAIN_BLOCKLIST that does not compile.
+type PatternError struct {
+	Variable string // the environment variable
+	Pattern  string // the offending item, trimmed
+	Err      error  // from regexp.Compile
+}
+
+// Error names the variable and the pattern, e.g.
+// `OUTBOUND_DOMAIN_BLOCKLIST: invalid pattern "[": error parsing regexp: ...`.
+func (e *PatternError) Error() string {
+	return fmt.Sprintf("%s: invalid pattern %q: %v", e.Variable, e.Pattern, e.Err)
+}
+
+// Unwrap returns the regexp error.
+func (e *PatternError) Unwrap() error { return e.Err }
+
+// Check decides one address. domain is the lower-cased part after the last
+// "@", or the address itself when it has no "@" (which is rejected when a
+// policy is configured). pattern is the blocklist pattern that matched, or
+// "" when the address was allowed, is not on the allowlist, or has no "@".
+func (f *DomainFilter) Check(address string) (allowed bool, domain string, pattern string) {
+	allowed, domain, pattern = f.decide(address)
+	return allowed, strings.ToLower(domain), pattern
+}
+
+// decide is Check without lower-casing the domain: the patterns ignore case
+// anyway, and ToLower would allocate for every upper-case domain allowed.
+func (f *DomainFilter) decide(address string) (allowed bool, domain string, pattern string) {
+	addr := addrSpecOf(address)
+	at := strings.LastIndexByte(addr, '@')
+	if at < 0 {
+		domain = address
+	} else {
+		domain = addr[at+1:]
+	}
+	if f == nil || (len(f.allow) == 0 && len(f.block) == 0) {
+		return true, domain, ""
+	}
+	if at < 0 {
+		return false, domain, ""
+	}
+	ascii := isASCII(domain)
+	for _, p := range f.block {
+		if p.match(domain, ascii) {
+			return false, domain, p.source
+		}
+	}
+	if len(f.allow) == 0 {
+		return true, domain, ""
+	}
+	for _, p := range f.allow {
+		if p.match(domain, ascii) {
+			return true, domain, ""
+		}
+	}
+	return false, domain, ""
+}
+
+// addrSpecOf strips a display name ("Bob <bob@x.org>" → "bob@x.org"): the
+// API hands over parsed addresses, but a caller passing the raw form must
+// not slip "x.org>" past a blocklist entry for x.org.
+func addrSpecOf(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasSuffix(s, ">") {
+		if lt := strings.LastIndexByte(s, '<'); lt >= 0 {
+			return s[lt+1 : len(s)-1]
+		}
+	}
+	return s
+}
+
+// Blocked returns the sorted, de-duplicated domains among the addresses in
+// addrs (to, cc, bcc, ...) that the policy rejects, or nil if none is.
+func (f *DomainFilter) Blocked(addrs ...[]string) []string {
+	var blocked []string
+	for _, list := range addrs {
+		for _, a := range list {
+			if ok, domain, _ := f.decide(a); !ok {
+				blocked = append(blocked, strings.ToLower(domain))
+			}
+		}
+	}
+	slices.Sort(blocked)
+	return slices.Compact(blocked)
+}

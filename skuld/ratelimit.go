@@ -1,0 +1,370 @@
+package skuld
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ringSize is the number of buckets a window keeps. A bucket counts until all
+// of it is older than the window, so at any instant 61 buckets are alive (the
+// 60 whole widths of the window plus the partly expired oldest one). 61 does
+// not fit in 60 slots; 64 is the next power of two, which makes the slot of
+// bucket b a mask instead of a division.
+const ringSize = 64
+
+// A GlobalRateLimiter enforces the global send throttle: in any interval of
+// 60 seconds at most perMinute sends succeed, and in any interval of 3600
+// seconds at most perHour, however many goroutines send at once. A limit of 0
+// leaves that window unlimited.
+//
+// A send is admitted with Reserve before the provider is called. The
+// Reservation counts as in flight, so concurrent callers cannot all pass a
+// check that none of them has recorded yet. When the provider answers, the
+// caller Commits the reservation (the send counts at the commit moment) or
+// Releases it (the send failed and counts nothing).
+//
+// Each window is a ring of fixed-width buckets (1 s for the minute, 1 min for
+// the hour); a bucket counts until all of it is older than the window, so the
+// limiter errs on the side of refusing for at most one bucket width.
+//
+// The limiter never reads the clock: every method that depends on time takes
+// it as an argument, and times are expected to be roughly non-decreasing. A
+// time far ahead of the others moves the windows forward for good.
+//
+// A GlobalRateLimiter is safe for concurrent use by multiple goroutines.
+type GlobalRateLimiter struct {
+	mu     sync.Mutex
+	minute window
+	hour   window
+}
+
+// NewGlobalRateLimiter returns a limiter allowing perMinute sends in any 60 s
+// and perHour sends in any 3600 s; 0 means unlimited. It panics on a negative
+// limit, which configuration validation rejects first.
+func NewGlobalRateLimiter(perMinute, perHour int) *GlobalRateLimiter {
+	if perMinute < 0 || perHour < 0 {
+		panic(fmt.Sprintf("skuld: negative rate limit (per minute %d, per hour %d)", perMinute, perHour))
+	}
+	l := &GlobalRateLimiter{}
+	l.minute.init(perMinute, time.Second, time.Minute)
+	l.hour.init(perHour, time.Minute, time.Hour)
+	return l
+}
+
+// Limits returns the configured limits; 0 means unlimited.
+func (l *GlobalRateLimiter) Limits() (perMinute, perHour int) {
+	return l.minute.limit, l.hour.limit
+}
+
+// Unlimited reports whether neither window has a limit.
+func (l *GlobalRateLimiter) Unlimited() bool {
+	return l.minute.limit == 0 && l.hour.limit == 0
+}
+
+// Reserve admits one send at now if both windows have room, counting
+// committed sends and reservations in flight. On refusal it returns a
+// *RateLimitedError and reserves nothing.
+func (l *GlobalRateLimiter) Reserve(now time.Time) (Reservation, error) {
+	t := now.UnixNano()
+	l.mu.Lock()
+	l.minute.advance(t)
+	l.hour.advance(t)
+	minuteFull, hourFull := l.minute.full(), l.hour.full()
+	if minuteFull || hourFull {
+		err := l.refusal(t, minuteFull, hourFull)
+		l.mu.Unlock()
+		return Reservation{}, err
+	}
+	l.minute.inFlight++
+	l.hour.inFlight++
+	r := Reservation{l: l, minute: l.minute.counted(), hour: l.hour.counted()}
+	l.mu.Unlock()
+	return r, nil
+}
+
+// refusal builds the error for the full windows; l.mu must be held.
+func (l *GlobalRateLimiter) refusal(t int64, minuteFull, hourFull bool) *RateLimitedError {
+	e := &RateLimitedError{Violations: make([]Violation, 0, 2)}
+	var wait int64
+	if minuteFull {
+		e.Violations = append(e.Violations, Violation{Window: "per-minute", Count: l.minute.counted(), Limit: l.minute.limit})
+		wait = l.minute.retryAfter(t)
+	}
+	if hourFull {
+		e.Violations = append(e.Violations, Violation{Window: "per-hour", Count: l.hour.counted(), Limit: l.hour.limit})
+		wait = max(wait, l.hour.retryAfter(t))
+	}
+	e.RetryAfter = time.Duration(ceilSeconds(wait)) * time.Second
+	return e
+}
+
+// Restore counts a send that already happened at t, so that the windows
+// rebuilt from the database at start-up keep the promise across a restart.
+// Times older than the window (relative to the latest time the limiter has
+// seen) are ignored.
+func (l *GlobalRateLimiter) Restore(t time.Time) {
+	ns := t.UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.minute.advance(ns)
+	l.hour.advance(ns)
+	l.minute.add(ns)
+	l.hour.add(ns)
+}
+
+// State reports both windows at now.
+func (l *GlobalRateLimiter) State(now time.Time) State {
+	t := now.UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.minute.advance(t)
+	l.hour.advance(t)
+	return State{PerMinute: l.minute.state(t), PerHour: l.hour.state(t)}
+}
+
+// Reservation is one admitted send, in flight until it is committed or
+// released. Exactly one of Commit or Release must be called, once; doing
+// neither keeps the slot taken until the process ends. The zero Reservation
+// does nothing.
+type Reservation struct {
+	l            *GlobalRateLimiter
+	minute, hour int
+}
+
+// Commit records that the provider accepted the send: it counts at now and
+// is no longer in flight.
+func (r Reservation) Commit(now time.Time) {
+	if r.l == nil {
+		return
+	}
+	t := now.UnixNano()
+	l := r.l
+	l.mu.Lock()
+	l.settle()
+	l.minute.advance(t)
+	l.hour.advance(t)
+	l.minute.add(t)
+	l.hour.add(t)
+	l.mu.Unlock()
+}
+
+// Release gives the slot back because the send failed; it counts nothing.
+func (r Reservation) Release() {
+	if r.l == nil {
+		return
+	}
+	r.l.mu.Lock()
+	r.l.settle()
+	r.l.mu.Unlock()
+}
+
+// settle ends one reservation; l.mu must be held. Going below zero means a
+// reservation was settled twice, which would silently raise the limit, so
+// like a negative sync.WaitGroup counter it panics (after unlocking, so a
+// recovered panic does not wedge every later send).
+func (l *GlobalRateLimiter) settle() {
+	if l.minute.inFlight == 0 || l.hour.inFlight == 0 {
+		l.mu.Unlock()
+		panic("skuld: Reservation committed or released twice")
+	}
+	l.minute.inFlight--
+	l.hour.inFlight--
+}
+
+// MinuteCount is the per-minute count (committed and in flight) at admission,
+// this send included.
+func (r Reservation) MinuteCount() int { return r.minute }
+
+// HourCount is the per-hour count (committed and in flight) at admission,
+// this send included.
+func (r Reservation) HourCount() int { return r.hour }
+
+// State is a snapshot of both windows.
+type State struct {
+	PerMinute, PerHour WindowState
+}
+
+// WindowState is a snapshot of one window. Counts are kept for an unlimited
+// window too, so Used and InFlight stay meaningful there; Remaining is 0.
+type WindowState struct {
+	Limit     int // 0 = unlimited
+	Used      int // committed sends still inside the window
+	InFlight  int // reservations not yet committed or released
+	Remaining int // max(0, Limit-Used-InFlight)
+	// ResetSeconds is the whole seconds, rounded up, until a slot next
+	// frees: when the window is full, its Retry-After; otherwise until the
+	// oldest counted send leaves, or 0 if none is counted.
+	ResetSeconds int
+}
+
+// RateLimitedError is the refusal returned by Reserve.
+type RateLimitedError struct {
+	// RetryAfter is when room is next expected, in whole seconds rounded
+	// up, at least 1 s; the later of the two windows when both are full.
+	RetryAfter time.Duration
+	// Violations lists the full windows, per-minute before per-hour.
+	Violations []Violation
+}
+
+// Violation is one full window at the moment of a refusal.
+type Violation struct {
+	Window string // "per-minute" or "per-hour"
+	Count  int    // committed and in flight
+	Limit  int
+}
+
+// Error returns the sentence clients read, e.g.
+// "Rate limit exceeded: per-minute limit reached (5/5)".
+func (e *RateLimitedError) Error() string {
+	var b strings.Builder
+	b.WriteString("Rate limit exceeded: ")
+	for i, v := range e.Violations {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s limit reached (%d/%d)", v.Window, v.Count, v.Limit)
+	}
+	return b.String()
+}
+
+// RetryAfterSeconds returns RetryAfter in whole seconds, for the Retry-After header.
+func (e *RateLimitedError) RetryAfterSeconds() int {
+	return int(e.RetryAfter / time.Second)
+}
+
+// Windows returns the names of the full windows, e.g. ["per-minute"].
+func (e *RateLimitedError) Windows() []string {
+	names := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		names[i] = v.Window
+	}
+	return names
+}
+
+// window is one sliding window: a ring of buckets of committed sends plus a
+// count of reservations in flight. Bucket b covers [b*width, (b+1)*width) in
+// Unix nanoseconds and counts until (b+1)*width+span <= now.
+type window struct {
+	limit    int
+	width    int64 // bucket width, ns
+	span     int64 // window length, ns
+	lo       int64 // oldest bucket that can still count; only moves forward
+	next     int64 // when lo next moves: expiry(lo)
+	used     int   // sum of the live slots' counts
+	inFlight int
+	slots    [ringSize]slot
+}
+
+// slot holds one bucket. A slot whose idx is below lo is stale and is reused
+// for whichever newer bucket maps to it.
+type slot struct {
+	idx   int64
+	count int
+}
+
+func (w *window) init(limit int, width, span time.Duration) {
+	w.limit = limit
+	w.width = int64(width)
+	w.span = int64(span)
+	w.lo = -1 << 63
+	w.next = -1 << 63 // the first call sets lo
+}
+
+// advance drops the buckets that lie wholly outside the window at now. It
+// does work only when lo moves, once per bucket width at most, so the usual
+// call is a single compare.
+func (w *window) advance(now int64) {
+	if now < w.next {
+		return
+	}
+	lo := floorDiv(now-w.span, w.width)
+	for i := range w.slots {
+		if s := &w.slots[i]; s.count > 0 && s.idx < lo {
+			w.used -= s.count
+			s.count = 0
+		}
+	}
+	w.lo = lo
+	w.next = w.expiry(lo)
+}
+
+// add counts one committed send at now; advance(now) must have run. Live
+// buckets span [lo, lo+60], fewer than ringSize, so a slot holding another
+// bucket is always a stale one whose count advance has already dropped.
+func (w *window) add(now int64) {
+	b := floorDiv(now, w.width)
+	if b < w.lo {
+		return // already wholly outside the window
+	}
+	s := &w.slots[b&(ringSize-1)]
+	if s.idx != b {
+		s.idx, s.count = b, 0
+	}
+	s.count++
+	w.used++
+}
+
+func (w *window) counted() int { return w.used + w.inFlight }
+
+func (w *window) full() bool { return w.limit > 0 && w.counted() >= w.limit }
+
+func (w *window) expiry(b int64) int64 { return (b+1)*w.width + w.span }
+
+// wait returns the nanoseconds from now until need committed sends have
+// left the window, walking the buckets oldest first. If the committed sends
+// are too few because the rest are in flight, those are assumed to commit
+// now and leave with the current bucket.
+func (w *window) wait(now int64, need int) int64 {
+	last := floorDiv(now, w.width)
+	freed := 0
+	for b := w.lo; b < w.lo+ringSize; b++ {
+		s := &w.slots[b&(ringSize-1)]
+		if s.idx != b || s.count == 0 {
+			continue
+		}
+		freed += s.count
+		if freed >= need {
+			return w.expiry(b) - now
+		}
+		last = max(last, b)
+	}
+	return w.expiry(last) - now
+}
+
+// retryAfter is wait for a full window: enough sends must leave to bring
+// the count below the limit.
+func (w *window) retryAfter(now int64) int64 {
+	return w.wait(now, w.counted()-w.limit+1)
+}
+
+func (w *window) state(now int64) WindowState {
+	st := WindowState{Limit: w.limit, Used: w.used, InFlight: w.inFlight}
+	if w.limit > 0 {
+		st.Remaining = max(0, w.limit-w.counted())
+	}
+	switch {
+	case w.full():
+		st.ResetSeconds = ceilSeconds(w.retryAfter(now))
+	case w.used > 0:
+		st.ResetSeconds = ceilSeconds(w.wait(now, 1))
+	}
+	return st
+}
+
+// floorDiv divides rounding towards minus infinity, so bucket indexes stay
+// consistent for times before 1970 as well.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// ceilSeconds rounds nanoseconds up to whole seconds, at least 1.
+func ceilSeconds(ns int64) int {
+	s := (ns + int64(time.Second) - 1) / int64(time.Second)
+	return int(max(s, 1))
+}
