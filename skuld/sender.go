@@ -1,0 +1,374 @@
+package skuld
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/store"
+)
+
+// Store is what the send pipeline needs from persistence.
+type Store interface {
+	Inbox(ctx context.Context, id string) (*store.Inbox, error)
+	Thread(ctx context.Context, id string) (*store.Thread, error)
+	LastMessage(ctx context.Context, threadID string) (*store.Message, error)
+	CreateMessage(ctx context.Context, m *store.Message, atts []store.Attachment, newThread *store.Thread) error
+	UpdateMessageOutcome(ctx context.Context, id string, o store.Outcome) error
+}
+
+// Provider delivers one prepared message and returns the provider's id for it.
+type Provider interface {
+	Name() string
+	Send(ctx context.Context, m providers.Message) (string, error)
+}
+
+// SendRequest is one validated send. Addresses are RFC 5322 addresses
+// (a display name is allowed); Attachments carry decoded content.
+type SendRequest struct {
+	InboxID         string
+	To, Cc, Bcc     []string
+	ReplyTo         []string
+	Subject         string
+	Body            string // Markdown
+	HTML            string // optional: replaces the rendering of Body
+	ReplyToThreadID string
+	Attachments     []providers.Attachment
+}
+
+// Options configures a Sender. Store, Provider and Limiter are required.
+type Options struct {
+	Store    Store
+	Provider Provider
+	Limiter  *GlobalRateLimiter
+	Filter   *DomainFilter // nil allows every domain
+	Renderer *Renderer     // nil: a default Renderer
+	Logger   *slog.Logger
+	// SendTimeout bounds one provider call (default 60 s). The call does not
+	// follow the request's cancellation: once a send starts, it finishes and
+	// is recorded even if the client goes away.
+	SendTimeout time.Duration
+	Now         func() time.Time // default time.Now
+}
+
+// Sender runs the send pipeline: load → domain filter → throttle → record →
+// provider → record the outcome. It is safe for concurrent use; Shutdown
+// refuses new sends and waits for those in flight.
+type Sender struct {
+	o Options
+
+	mu       sync.Mutex
+	closing  bool
+	inFlight sync.WaitGroup
+}
+
+// NewSender returns a Sender.
+func NewSender(o Options) *Sender {
+	if o.Renderer == nil {
+		o.Renderer = NewRenderer()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = 60 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Sender{o: o}
+}
+
+// Send sends one message. The returned row is the message as recorded: a
+// provider failure is not an error here but a row with status "failed".
+// Errors are *NotFoundError, *BlockedError, *RateLimitedError,
+// ErrShuttingDown, or a storage or rendering failure.
+func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, error) {
+	if !s.enter() {
+		return nil, ErrShuttingDown
+	}
+	defer s.inFlight.Done()
+
+	inbox, thread, parent, err := s.load(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkDomains(ctx, req); err != nil {
+		return nil, err
+	}
+	m, atts, newThread, err := s.build(req, inbox, thread, parent)
+	if err != nil {
+		return nil, err
+	}
+
+	res, err := s.o.Limiter.Reserve(s.o.Now())
+	if err != nil {
+		var rl *RateLimitedError
+		if errors.As(err, &rl) {
+			s.o.Logger.WarnContext(ctx, "send refused by throttle",
+				slog.String("windows", strings.Join(rl.Windows(), "; ")),
+				slog.String("counts", violationCounts(rl)),
+				slog.Int("retry_after", rl.RetryAfterSeconds()))
+		}
+		return nil, err
+	}
+	if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
+		s.o.Logger.DebugContext(ctx, "send admitted by throttle",
+			slog.Int("minute_count", res.MinuteCount()), slog.Int("hour_count", res.HourCount()))
+	}
+
+	// From here on the send must finish and be recorded even if the client
+	// disconnects or the server begins to shut down.
+	ctx = context.WithoutCancel(ctx)
+	m.CreatedAt = s.o.Now().UTC()
+	if newThread != nil {
+		newThread.CreatedAt, newThread.LastMessageAt = m.CreatedAt, m.CreatedAt
+	}
+	if err := s.o.Store.CreateMessage(ctx, m, atts, newThread); err != nil {
+		res.Release()
+		return nil, fmt.Errorf("skuld: record message: %w", err)
+	}
+	s.deliver(ctx, res, m, inbox, req)
+	return m, nil
+}
+
+// deliver calls the provider, settles the reservation and records the outcome.
+func (s *Sender) deliver(ctx context.Context, res Reservation, m *store.Message, inbox *store.Inbox, req SendRequest) {
+	sendCtx, cancel := context.WithTimeout(ctx, s.o.SendTimeout)
+	providerID, sendErr := s.o.Provider.Send(sendCtx, providerMessage(m, inbox, req))
+	cancel()
+
+	now := s.o.Now().UTC()
+	var out store.Outcome
+	if sendErr != nil {
+		res.Release()
+		msg := userError(sendErr)
+		out = store.Outcome{Status: store.StatusFailed, Error: &msg}
+		s.o.Logger.WarnContext(ctx, "provider refused message", slog.String("message_id", m.ID),
+			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
+	} else {
+		res.Commit(now)
+		out = store.Outcome{Status: store.StatusSent, ProviderMessageID: &providerID, SentAt: &now}
+		s.o.Logger.InfoContext(ctx, "message sent", slog.String("message_id", m.ID),
+			slog.String("provider", s.o.Provider.Name()))
+	}
+	m.Status, m.ProviderMessageID, m.Error, m.SentAt = out.Status, out.ProviderMessageID, out.Error, out.SentAt
+	if err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out); err != nil {
+		// The provider has answered and the throttle is settled; the row
+		// stays "sending" and is resolved at the next start-up.
+		s.o.Logger.ErrorContext(ctx, "record send outcome", slog.String("message_id", m.ID),
+			slog.String("status", out.Status), slog.Any("error", err))
+	}
+}
+
+// load fetches the inbox, the reply thread and the message it answers.
+func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *store.Thread, *store.Message, error) {
+	inbox, err := s.o.Store.Inbox(ctx, req.InboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if req.ReplyToThreadID == "" {
+		return inbox, nil, nil, nil
+	}
+	thread, err := s.o.Store.Thread(ctx, req.ReplyToThreadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && thread.InboxID != inbox.ID) {
+		return nil, nil, nil, &NotFoundError{Kind: "Thread", ID: req.ReplyToThreadID}
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parent, err := s.o.Store.LastMessage(ctx, thread.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return inbox, thread, nil, nil
+	}
+	return inbox, thread, parent, err
+}
+
+// checkDomains applies the outbound domain policy to every recipient.
+func (s *Sender) checkDomains(ctx context.Context, req SendRequest) error {
+	if s.o.Filter == nil {
+		return nil
+	}
+	var blocked []string
+	for _, list := range [][]string{req.To, req.Cc, req.Bcc} {
+		for _, a := range list {
+			allowed, domain, pattern := s.o.Filter.Check(bareAddress(a))
+			if allowed {
+				s.o.Logger.DebugContext(ctx, "recipient domain allowed", slog.String("domain", domain))
+				continue
+			}
+			s.o.Logger.InfoContext(ctx, "recipient domain blocked",
+				slog.String("domain", domain), slog.String("pattern", pattern))
+			blocked = append(blocked, domain)
+		}
+	}
+	if len(blocked) == 0 {
+		return nil
+	}
+	slices.Sort(blocked)
+	return &BlockedError{Domains: slices.Compact(blocked)}
+}
+
+// build prepares the rows for a send; newThread is nil for a reply.
+func (s *Sender) build(req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message) (*store.Message, []store.Attachment, *store.Thread, error) {
+	html := req.HTML
+	if html == "" {
+		var err error
+		if html, err = s.o.Renderer.HTML(req.Body); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	id := uuid.NewString()
+	m := &store.Message{
+		ID: id, InboxID: inbox.ID, Direction: store.DirectionOutbound, Status: store.StatusSending,
+		MessageIDHeader: "<" + id + "@" + domainOf(inbox.EmailAddress) + ">",
+		Subject:         req.Subject, FromAddress: inbox.EmailAddress,
+		ToAddresses: req.To, CcAddresses: orEmpty(req.Cc), BccAddresses: orEmpty(req.Bcc),
+		ReplyToAddresses: orEmpty(req.ReplyTo), Text: req.Body, HTML: html,
+		References: store.StringList{}, Labels: store.StringList{}, Metadata: store.JSONObject{},
+	}
+	if parent != nil && parent.MessageIDHeader != "" {
+		inReplyTo := parent.MessageIDHeader
+		m.InReplyTo = &inReplyTo
+		m.References = references(parent)
+	}
+	size := len(m.Text) + len(m.HTML)
+	atts := make([]store.Attachment, 0, len(req.Attachments))
+	for _, a := range req.Attachments {
+		size += len(a.Content)
+		row := store.Attachment{ID: uuid.NewString(), MessageID: id, Filename: a.Filename,
+			ContentType: a.ContentType, Disposition: "attachment", Size: len(a.Content)}
+		if a.Inline {
+			cid := a.ContentID
+			row.Disposition, row.ContentID = "inline", &cid
+		}
+		atts = append(atts, row)
+	}
+	m.Size = size
+
+	var newThread *store.Thread
+	if thread == nil {
+		newThread = &store.Thread{ID: uuid.NewString(), InboxID: inbox.ID, Subject: req.Subject,
+			ParticipantHash: participantHash(inbox.EmailAddress, req.To, req.Cc)}
+		thread = newThread
+	}
+	m.ThreadID = thread.ID
+	return m, atts, newThread, nil
+}
+
+// maxReferences bounds the References header of long threads; RFC 5322
+// §3.6.4 allows trimming as long as the first and the parent stay.
+const maxReferences = 20
+
+func references(parent *store.Message) store.StringList {
+	refs := append(slices.Clone(parent.References), parent.MessageIDHeader)
+	if len(refs) > maxReferences {
+		refs = append(refs[:1], refs[len(refs)-maxReferences+1:]...)
+	}
+	return refs
+}
+
+func providerMessage(m *store.Message, inbox *store.Inbox, req SendRequest) providers.Message {
+	pm := providers.Message{
+		MessageID: m.MessageIDHeader, Date: m.CreatedAt, From: inbox.EmailAddress, FromName: inbox.Name,
+		To: m.ToAddresses, Cc: m.CcAddresses, Bcc: m.BccAddresses, ReplyTo: m.ReplyToAddresses,
+		Subject: m.Subject, Text: m.Text, HTML: m.HTML, References: m.References,
+		Attachments: req.Attachments,
+	}
+	if m.InReplyTo != nil {
+		pm.InReplyTo = *m.InReplyTo
+	}
+	return pm
+}
+
+// enter registers a send unless shutdown has begun.
+func (s *Sender) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.inFlight.Add(1)
+	return true
+}
+
+// Shutdown refuses new sends and waits until every send in flight has been
+// recorded, or ctx ends. It is safe to call more than once.
+func (s *Sender) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.inFlight.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("skuld: sends still in flight: %w", ctx.Err())
+	}
+}
+
+// userError is the provider's error as stored and shown to the client:
+// providers word their errors for users and never include secrets; it is
+// capped so a chatty server cannot bloat the row.
+func userError(err error) string {
+	msg := err.Error()
+	if len(msg) > 1000 {
+		msg = msg[:1000] + "…"
+	}
+	return msg
+}
+
+func violationCounts(e *RateLimitedError) string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = fmt.Sprintf("%s %d/%d", v.Window, v.Count, v.Limit)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// participantHash identifies a conversation's participants regardless of order.
+func participantHash(from string, lists ...[]string) string {
+	all := []string{strings.ToLower(from)}
+	for _, l := range lists {
+		for _, a := range l {
+			all = append(all, strings.ToLower(bareAddress(a)))
+		}
+	}
+	slices.Sort(all)
+	sum := sha256.Sum256([]byte(strings.Join(slices.Compact(all), ",")))
+	return hex.EncodeToString(sum[:])
+}
+
+// bareAddress returns the addr-spec of an RFC 5322 address ("Ann <a@x>" → "a@x").
+func bareAddress(s string) string {
+	if a, err := mail.ParseAddress(s); err == nil {
+		return a.Address
+	}
+	return strings.TrimSpace(s)
+}
+
+func domainOf(addr string) string {
+	return addr[strings.LastIndex(addr, "@")+1:]
+}
+
+func orEmpty(l []string) store.StringList {
+	if l == nil {
+		return store.StringList{}
+	}
+	return l
+}

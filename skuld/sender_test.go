@@ -1,0 +1,295 @@
+package skuld
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/store"
+)
+
+// memStore is a hand-written fake of the pipeline's Store. The real stores
+// are exercised end to end in tests/; here it lets us see exactly what the
+// pipeline wrote and in which order.
+type memStore struct {
+	mu       sync.Mutex
+	inboxes  map[string]*store.Inbox
+	threads  map[string]*store.Thread
+	messages []*store.Message
+	outcomes map[string]store.Outcome
+}
+
+func newMemStore() *memStore {
+	return &memStore{
+		inboxes:  map[string]*store.Inbox{"ib1": {ID: "ib1", EmailAddress: "agent@acme.test", Name: "Agent"}},
+		threads:  map[string]*store.Thread{},
+		outcomes: map[string]store.Outcome{},
+	}
+}
+
+func (s *memStore) Inbox(_ context.Context, id string) (*store.Inbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in, ok := s.inboxes[id]; ok {
+		return in, nil
+	}
+	return nil, store.ErrNotFound
+}
+
+func (s *memStore) Thread(_ context.Context, id string) (*store.Thread, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.threads[id]; ok {
+		return t, nil
+	}
+	return nil, store.ErrNotFound
+}
+
+func (s *memStore) LastMessage(_ context.Context, threadID string) (*store.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.messages) - 1; i >= 0; i-- {
+		if s.messages[i].ThreadID == threadID {
+			return s.messages[i], nil
+		}
+	}
+	return nil, store.ErrNotFound
+}
+
+func (s *memStore) CreateMessage(_ context.Context, m *store.Message, _ []store.Attachment, t *store.Thread) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Status != store.StatusSending {
+		return errors.New("message must be recorded as sending first")
+	}
+	if t != nil {
+		s.threads[t.ID] = t
+	}
+	cp := *m
+	s.messages = append(s.messages, &cp)
+	return nil
+}
+
+func (s *memStore) UpdateMessageOutcome(_ context.Context, id string, o store.Outcome) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outcomes[id] = o
+	return nil
+}
+
+func (s *memStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.messages)
+}
+
+// fakeProvider records what it was asked to send; err makes it fail, and
+// block, when set, holds every send until closed.
+type fakeProvider struct {
+	mu    sync.Mutex
+	sent  []providers.Message
+	err   error
+	block chan struct{}
+	start chan struct{}
+}
+
+func (p *fakeProvider) Name() string { return "fake" }
+
+func (p *fakeProvider) Send(ctx context.Context, m providers.Message) (string, error) {
+	if p.start != nil {
+		p.start <- struct{}{}
+	}
+	if p.block != nil {
+		<-p.block
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return "", p.err
+	}
+	p.sent = append(p.sent, m)
+	return "prov-" + m.MessageID, ctx.Err()
+}
+
+func newTestSender(t *testing.T, st *memStore, p *fakeProvider, perMinute int, filter *DomainFilter) (*Sender, *GlobalRateLimiter) {
+	t.Helper()
+	lim := NewGlobalRateLimiter(perMinute, 0)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	return NewSender(Options{Store: st, Provider: p, Limiter: lim, Filter: filter,
+		Now: func() time.Time { return now }}), lim
+}
+
+func TestSendRecordsAndSends(t *testing.T) {
+	st, p := newMemStore(), &fakeProvider{}
+	s, lim := newTestSender(t, st, p, 5, nil)
+	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"Bob <bob@x.test>"},
+		Subject: "Hi", Body: "**bold**"})
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if m.Status != store.StatusSent || m.ProviderMessageID == nil || m.SentAt == nil {
+		t.Fatalf("got %+v, want status sent with provider id and sent_at", m)
+	}
+	if got := st.outcomes[m.ID].Status; got != store.StatusSent {
+		t.Errorf("recorded outcome = %q, want sent", got)
+	}
+	if len(p.sent) != 1 || !strings.Contains(p.sent[0].HTML, "<strong>bold</strong>") {
+		t.Fatalf("provider got %+v, want one message with rendered HTML", p.sent)
+	}
+	if want := "<" + m.ID + "@acme.test>"; p.sent[0].MessageID != want {
+		t.Errorf("Message-ID = %q, want %q", p.sent[0].MessageID, want)
+	}
+	if got := lim.State(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)).PerMinute.Used; got != 1 {
+		t.Errorf("throttle used = %d, want 1", got)
+	}
+}
+
+func TestSendProviderFailureGivesSlotBack(t *testing.T) {
+	st, p := newMemStore(), &fakeProvider{err: errors.New("smtp: message rejected: 554 no")}
+	s, lim := newTestSender(t, st, p, 1, nil)
+	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if m.Status != store.StatusFailed || m.Error == nil || !strings.Contains(*m.Error, "554") {
+		t.Fatalf("got status %q error %v, want failed with the provider's reason", m.Status, m.Error)
+	}
+	st1 := lim.State(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)).PerMinute
+	if st1.Used != 0 || st1.InFlight != 0 {
+		t.Errorf("throttle after failure = %+v, want nothing counted", st1)
+	}
+	p.err = nil
+	if m, err = s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"}); err != nil || m.Status != store.StatusSent {
+		t.Fatalf("next send at the limit = %v, %v; want sent", m, err)
+	}
+}
+
+func TestSendStopsEarly(t *testing.T) {
+	filter, err := NewDomainFilter("", `evil\.test`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		req  SendRequest
+		want func(error) bool
+	}{
+		{"unknown inbox", SendRequest{InboxID: "nope", To: []string{"a@x.test"}, Subject: "s"},
+			func(err error) bool { var nf *NotFoundError; return errors.As(err, &nf) && nf.Kind == "Inbox" }},
+		{"unknown thread", SendRequest{InboxID: "ib1", To: []string{"a@x.test"}, Subject: "s", ReplyToThreadID: "t0"},
+			func(err error) bool { var nf *NotFoundError; return errors.As(err, &nf) && nf.Kind == "Thread" }},
+		{"blocked bcc", SendRequest{InboxID: "ib1", To: []string{"a@x.test"}, Bcc: []string{"z@EVIL.test", "y@evil.test"}, Subject: "s"},
+			func(err error) bool {
+				var b *BlockedError
+				return errors.As(err, &b) && b.Error() == "Recipient domain(s) blocked by outbound policy: evil.test"
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, p := newMemStore(), &fakeProvider{}
+			s, lim := newTestSender(t, st, p, 5, filter)
+			_, err := s.Send(context.Background(), tt.req)
+			if !tt.want(err) {
+				t.Fatalf("Send() error = %v", err)
+			}
+			if st.count() != 0 || len(p.sent) != 0 {
+				t.Errorf("recorded %d, sent %d; want nothing", st.count(), len(p.sent))
+			}
+			if w := lim.State(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)).PerMinute; w.Used+w.InFlight != 0 {
+				t.Errorf("throttle = %+v, want untouched", w)
+			}
+		})
+	}
+}
+
+func TestReplyCarriesThreadingHeaders(t *testing.T) {
+	st, p := newMemStore(), &fakeProvider{}
+	s, _ := newTestSender(t, st, p, 0, nil)
+	first, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"},
+		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	third, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"},
+		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.ThreadID != first.ThreadID || third.ThreadID != first.ThreadID {
+		t.Fatalf("replies went to threads %s, %s; want %s", second.ThreadID, third.ThreadID, first.ThreadID)
+	}
+	got := p.sent[2]
+	if got.InReplyTo != second.MessageIDHeader {
+		t.Errorf("In-Reply-To = %q, want %q", got.InReplyTo, second.MessageIDHeader)
+	}
+	want := []string{first.MessageIDHeader, second.MessageIDHeader}
+	if strings.Join(got.References, " ") != strings.Join(want, " ") {
+		t.Errorf("References = %v, want %v", got.References, want)
+	}
+}
+
+func TestReferencesAreBounded(t *testing.T) {
+	parent := &store.Message{MessageIDHeader: "<p@x>"}
+	for i := 0; i < 30; i++ {
+		parent.References = append(parent.References, "<"+string(rune('a'+i%26))+"@x>")
+	}
+	refs := references(parent)
+	if len(refs) != maxReferences || refs[0] != parent.References[0] || refs[len(refs)-1] != "<p@x>" {
+		t.Fatalf("references = %v, want %d keeping the first and ending with the parent", refs, maxReferences)
+	}
+}
+
+func TestShutdownDrainsInFlightSends(t *testing.T) {
+	st := newMemStore()
+	p := &fakeProvider{block: make(chan struct{}), start: make(chan struct{}, 1)}
+	s, _ := newTestSender(t, st, p, 0, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *store.Message)
+	go func() {
+		m, _ := s.Send(ctx, SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+		done <- m
+	}()
+	<-p.start
+	cancel() // the client goes away mid-send: the send must still finish
+
+	shut := make(chan error)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	// Until Shutdown has begun, an unknown inbox is simply not found; after,
+	// every send is refused up front.
+	for {
+		_, err := s.Send(context.Background(), SendRequest{InboxID: "nope"})
+		if errors.Is(err, ErrShuttingDown) {
+			break
+		}
+		var nf *NotFoundError
+		if !errors.As(err, &nf) {
+			t.Fatalf("Send while shutting down = %v", err)
+		}
+		runtime.Gosched()
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v before the in-flight send finished", err)
+	default:
+	}
+	close(p.block)
+	if m := <-done; m == nil || m.Status != store.StatusSent {
+		t.Fatalf("in-flight send = %+v, want recorded as sent", m)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("second Shutdown = %v", err)
+	}
+}
