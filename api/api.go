@@ -1,0 +1,90 @@
+// Package api is the HTTP face of NornWeave: echo handlers, the wire types,
+// the middleware and the one mapping from errors to HTTP responses. It never
+// touches the database driver or a provider directly.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/store"
+)
+
+// Store is what the handlers read and write directly; sends go through Sender.
+type Store interface {
+	CreateInbox(ctx context.Context, in *store.Inbox) error
+	Inbox(ctx context.Context, id string) (*store.Inbox, error)
+	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
+	DeleteInbox(ctx context.Context, id string) error
+	Thread(ctx context.Context, id string) (*store.Thread, error)
+	Threads(ctx context.Context, inboxID string, limit, offset int) ([]store.Thread, error)
+	ThreadMessages(ctx context.Context, threadID string) ([]store.Message, error)
+	Message(ctx context.Context, id string) (*store.Message, error)
+	Messages(ctx context.Context, f store.MessageFilter) ([]store.Message, int64, error)
+	Ready(ctx context.Context) error
+}
+
+// Sender runs the send pipeline.
+type Sender interface {
+	Send(ctx context.Context, req skuld.SendRequest) (*store.Message, error)
+}
+
+// Limiter reports the state of the send throttle.
+type Limiter interface {
+	State(now time.Time) skuld.State
+}
+
+// Options configures the API. Store, Sender and Limiter are required.
+type Options struct {
+	Store   Store
+	Sender  Sender
+	Limiter Limiter
+	Logger  *slog.Logger
+
+	// APIKey, when set, is required on every /v1 route.
+	APIKey string
+	// CORSOrigins lists the origins allowed to call the API from a browser
+	// ("*" for any); empty sends no CORS headers at all.
+	CORSOrigins []string
+	// EmailDomain is the domain of new inboxes' addresses.
+	EmailDomain string
+	// Attachment limits, in bytes and items.
+	AttachmentMaxSize      int64
+	AttachmentMaxTotalSize int64
+	AttachmentMaxCount     int
+	Now                    func() time.Time
+}
+
+// API holds the handlers' dependencies.
+type API struct {
+	Options
+	logger    *slog.Logger
+	bodyLimit int64
+}
+
+// New returns the HTTP handler of the whole API.
+func New(o Options) *echo.Echo {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	a := &API{
+		Options: o,
+		logger:  o.Logger,
+		// Base64 makes attachments a third larger; leave room for the rest
+		// of the JSON (body, html, addresses).
+		bodyLimit: o.AttachmentMaxTotalSize*4/3 + 4<<20,
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = a.errorHandler
+	a.middleware(e)
+	a.routes(e)
+	return e
+}

@@ -1,0 +1,25 @@
+package api
+
+import "github.com/labstack/echo/v4"
+
+// routes is the whole API in one place.
+func (a *API) routes(e *echo.Echo) {
+	e.GET("/health", a.health)
+	e.GET("/ready", a.ready)
+
+	v1 := e.Group("/v1", a.requireAPIKey)
+	v1.POST("/inboxes", a.createInbox)
+	v1.GET("/inboxes", a.listInboxes)
+	v1.GET("/inboxes/:id", a.getInbox)
+	v1.DELETE("/inboxes/:id", a.deleteInbox)
+
+	v1.GET("/threads", a.listThreads)
+	v1.GET("/threads/:id", a.getThread)
+
+	v1.GET("/messages", a.listMessages)
+	v1.GET("/messages/:id", a.getMessage)
+	v1.POST("/messages", a.sendMessage)
+
+	v1.GET("/rate-limit", a.rateLimit)
+	v1.POST("/search", a.search)
+}

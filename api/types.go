@@ -1,0 +1,194 @@
+package api
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nornweave/nornweave/store"
+)
+
+// timestamp renders as RFC 3339 in UTC with microseconds and "+00:00", the
+// form the Python server emits, which every client's parser accepts.
+type timestamp time.Time
+
+func (t timestamp) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000000+00:00") + `"`), nil
+}
+
+func optTime(t *time.Time) *timestamp {
+	if t == nil {
+		return nil
+	}
+	ts := timestamp(*t)
+	return &ts
+}
+
+// list is the envelope of every list endpoint.
+type list[T any] struct {
+	Items []T `json:"items"`
+	Count int `json:"count"`
+}
+
+type inboxResponse struct {
+	ID             string         `json:"id"`
+	EmailAddress   string         `json:"email_address"`
+	Name           string         `json:"name"`
+	ProviderConfig map[string]any `json:"provider_config"`
+	CreatedAt      timestamp      `json:"created_at"`
+}
+
+func toInbox(in *store.Inbox) inboxResponse {
+	return inboxResponse{ID: in.ID, EmailAddress: in.EmailAddress, Name: in.Name,
+		ProviderConfig: map[string]any{}, CreatedAt: timestamp(in.CreatedAt)}
+}
+
+type threadSummary struct {
+	ID              string    `json:"id"`
+	InboxID         string    `json:"inbox_id"`
+	Subject         string    `json:"subject"`
+	Summary         *string   `json:"summary"`
+	LastMessageAt   timestamp `json:"last_message_at"`
+	ParticipantHash string    `json:"participant_hash"`
+	MessageCount    int       `json:"message_count"`
+}
+
+func toThreadSummary(t *store.Thread) threadSummary {
+	return threadSummary{ID: t.ID, InboxID: t.InboxID, Subject: t.Subject, Summary: t.Summary,
+		LastMessageAt: timestamp(t.LastMessageAt), ParticipantHash: t.ParticipantHash,
+		MessageCount: t.MessageCount}
+}
+
+type threadDetail struct {
+	ID       string          `json:"id"`
+	Subject  string          `json:"subject"`
+	Summary  *string         `json:"summary"`
+	Messages []threadMessage `json:"messages"`
+}
+
+// threadMessage is the conversation view an LLM consumes: outbound mail is
+// the assistant speaking as the inbox.
+type threadMessage struct {
+	Role      string    `json:"role"`
+	Author    string    `json:"author"`
+	Content   string    `json:"content"`
+	Timestamp timestamp `json:"timestamp"`
+}
+
+type messageResponse struct {
+	ID                string         `json:"id"`
+	ThreadID          string         `json:"thread_id"`
+	InboxID           string         `json:"inbox_id"`
+	Direction         string         `json:"direction"`
+	ProviderMessageID *string        `json:"provider_message_id"`
+	MessageIDHeader   string         `json:"message_id_header"`
+	Status            string         `json:"status"`
+	Error             *string        `json:"error"`
+	Subject           string         `json:"subject"`
+	FromAddress       string         `json:"from_address"`
+	ToAddresses       []string       `json:"to_addresses"`
+	CcAddresses       []string       `json:"cc_addresses"`
+	BccAddresses      []string       `json:"bcc_addresses"`
+	ReplyToAddresses  []string       `json:"reply_to_addresses"`
+	Text              string         `json:"text"`
+	HTML              string         `json:"html"`
+	ContentClean      string         `json:"content_clean"`
+	Timestamp         timestamp      `json:"timestamp"`
+	Labels            []string       `json:"labels"`
+	Preview           string         `json:"preview"`
+	Size              int            `json:"size"`
+	InReplyTo         *string        `json:"in_reply_to"`
+	References        []string       `json:"references"`
+	Metadata          map[string]any `json:"metadata"`
+	CreatedAt         timestamp      `json:"created_at"`
+	SentAt            *timestamp     `json:"sent_at"`
+}
+
+func toMessage(m *store.Message) messageResponse {
+	ts := m.CreatedAt
+	if m.SentAt != nil {
+		ts = *m.SentAt
+	}
+	return messageResponse{
+		ID: m.ID, ThreadID: m.ThreadID, InboxID: m.InboxID, Direction: m.Direction,
+		ProviderMessageID: m.ProviderMessageID, MessageIDHeader: m.MessageIDHeader,
+		Status: m.Status, Error: m.Error, Subject: m.Subject, FromAddress: m.FromAddress,
+		ToAddresses: nonNil(m.ToAddresses), CcAddresses: nonNil(m.CcAddresses),
+		BccAddresses: nonNil(m.BccAddresses), ReplyToAddresses: nonNil(m.ReplyToAddresses),
+		Text: m.Text, HTML: m.HTML, ContentClean: m.Text, Timestamp: timestamp(ts),
+		Labels: nonNil(m.Labels), Preview: preview(m.Text), Size: m.Size,
+		InReplyTo: m.InReplyTo, References: nonNil(m.References), Metadata: nonNilMap(m.Metadata),
+		CreatedAt: timestamp(m.CreatedAt), SentAt: optTime(m.SentAt),
+	}
+}
+
+// sendResponse is the answer to POST /v1/messages.
+type sendResponse struct {
+	ID                string  `json:"id"`
+	ThreadID          string  `json:"thread_id"`
+	ProviderMessageID *string `json:"provider_message_id"`
+	Status            string  `json:"status"`
+	Error             *string `json:"error"`
+}
+
+type searchItem struct {
+	ID           string         `json:"id"`
+	ThreadID     string         `json:"thread_id"`
+	InboxID      string         `json:"inbox_id"`
+	Direction    string         `json:"direction"`
+	ContentClean string         `json:"content_clean"`
+	CreatedAt    timestamp      `json:"created_at"`
+	Metadata     map[string]any `json:"metadata"`
+}
+
+type searchResponse struct {
+	Items []searchItem `json:"items"`
+	Count int          `json:"count"`
+	Query string       `json:"query"`
+}
+
+type messageList struct {
+	Items []messageResponse `json:"items"`
+	Count int               `json:"count"`
+	Total int64             `json:"total"`
+}
+
+// windowResponse is one throttle window; an unlimited window has limit 0
+// and null counters.
+type windowResponse struct {
+	Limit        int  `json:"limit"`
+	Used         *int `json:"used"`
+	InFlight     *int `json:"in_flight"`
+	Remaining    *int `json:"remaining"`
+	ResetSeconds *int `json:"reset_seconds"`
+}
+
+type rateLimitResponse struct {
+	PerMinute windowResponse `json:"per_minute"`
+	PerHour   windowResponse `json:"per_hour"`
+}
+
+// previewRunes is how much of the body a preview shows.
+const previewRunes = 100
+
+func preview(text string) string {
+	s := strings.Join(strings.Fields(text), " ")
+	if utf8.RuneCountInString(s) <= previewRunes {
+		return s
+	}
+	return string([]rune(s)[:previewRunes])
+}
+
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+func nonNilMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}

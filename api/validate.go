@@ -1,0 +1,230 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// FieldError is one schema problem, in the shape FastAPI clients parse:
+// {"loc": ["body","to",0], "msg": "...", "type": "..."}.
+type FieldError struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+}
+
+// ValidationError is a 422 with one FieldError per problem.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		parts[i] = fmt.Sprintf("%v: %s", fe.Loc, fe.Msg)
+	}
+	return "validation: " + strings.Join(parts, "; ")
+}
+
+// fieldError returns a ValidationError with a single problem.
+func fieldError(msg, typ string, loc ...any) *ValidationError {
+	return &ValidationError{Errors: []FieldError{{Loc: loc, Msg: msg, Type: typ}}}
+}
+
+// object reads the fields of one JSON object, collecting every problem
+// instead of stopping at the first, so a client sees all of them at once.
+type object struct {
+	fields map[string]json.RawMessage
+	loc    []any
+	errs   *[]FieldError
+}
+
+// decodeBody parses a request body that must be a JSON object.
+func decodeBody(r io.Reader) (object, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return object{}, err
+	}
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		var errs []FieldError
+		if len(bytes.TrimSpace(data)) == 0 {
+			errs = []FieldError{{Loc: []any{"body"}, Msg: "Field required", Type: "missing"}}
+		} else if _, isSyntax := err.(*json.SyntaxError); isSyntax || err == io.ErrUnexpectedEOF {
+			errs = []FieldError{{Loc: []any{"body", 0}, Msg: "JSON decode error", Type: "json_invalid"}}
+		} else {
+			errs = []FieldError{{Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object", Type: "model_attributes_type"}}
+		}
+		return object{}, &ValidationError{Errors: errs}
+	}
+	errs := []FieldError{}
+	return object{fields: fields, loc: []any{"body"}, errs: &errs}, nil
+}
+
+func (o object) add(field any, msg, typ string) {
+	loc := append(append([]any{}, o.loc...), field)
+	*o.errs = append(*o.errs, FieldError{Loc: loc, Msg: msg, Type: typ})
+}
+
+// err returns the collected problems, or nil.
+func (o object) err() error {
+	if len(*o.errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: *o.errs}
+}
+
+func (o object) present(name string) (json.RawMessage, bool) {
+	raw, ok := o.fields[name]
+	if !ok || string(raw) == "null" {
+		return nil, false
+	}
+	return raw, true
+}
+
+// forbidExtra reports every key not in allowed.
+func (o object) forbidExtra(allowed ...string) {
+	for k := range o.fields {
+		if !slices.Contains(allowed, k) {
+			o.add(k, "Extra inputs are not permitted", "extra_forbidden")
+		}
+	}
+}
+
+// str reads a string field. A required field that is absent or null is
+// reported; minLen/maxLen count characters (0 = no bound).
+func (o object) str(name string, required bool, minLen, maxLen int) string {
+	raw, ok := o.present(name)
+	if !ok {
+		if required {
+			o.add(name, "Field required", "missing")
+		}
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		o.add(name, "Input should be a valid string", "string_type")
+		return ""
+	}
+	o.checkLen(name, s, minLen, maxLen)
+	return s
+}
+
+func (o object) checkLen(field any, s string, minLen, maxLen int) {
+	n := len([]rune(s))
+	if minLen > 0 && n < minLen {
+		o.add(field, fmt.Sprintf("String should have at least %d character%s", minLen, plural(minLen)), "string_too_short")
+	}
+	if maxLen > 0 && n > maxLen {
+		o.add(field, fmt.Sprintf("String should have at most %d character%s", maxLen, plural(maxLen)), "string_too_long")
+	}
+}
+
+// strList reads a list of strings with at least minItems items.
+func (o object) strList(name string, required bool, minItems int) []string {
+	raw, ok := o.present(name)
+	if !ok {
+		if required {
+			o.add(name, "Field required", "missing")
+		}
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		o.add(name, "Input should be a valid list", "list_type")
+		return nil
+	}
+	if len(items) < minItems {
+		o.add(name, fmt.Sprintf("List should have at least %d item%s after validation, not %d", minItems, plural(minItems), len(items)), "too_short")
+	}
+	out := make([]string, 0, len(items))
+	for i, item := range items {
+		var s string
+		if err := json.Unmarshal(item, &s); err != nil {
+			o.add([]any{name, i}, "Input should be a valid string", "string_type")
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// objects reads a list of JSON objects; each comes back as an object whose
+// problems are reported under this one's location.
+func (o object) objects(name string) []object {
+	raw, ok := o.present(name)
+	if !ok {
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		o.add(name, "Input should be a valid list", "list_type")
+		return nil
+	}
+	out := make([]object, 0, len(items))
+	for i, item := range items {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(item, &fields); err != nil || fields == nil {
+			o.add([]any{name, i}, "Input should be a valid dictionary or object", "model_attributes_type")
+			continue
+		}
+		loc := append(append([]any{}, o.loc...), name, i)
+		out = append(out, object{fields: fields, loc: loc, errs: o.errs})
+	}
+	return out
+}
+
+// integer reads a non-negative integer field with a default.
+func (o object) integer(name string, def, min, max int) int {
+	raw, ok := o.present(name)
+	if !ok {
+		return def
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil {
+		o.add(name, "Input should be a valid integer", "int_type")
+		return def
+	}
+	o.checkRange(name, n, min, max)
+	return n
+}
+
+func (o object) checkRange(field string, n, min, max int) {
+	if n < min {
+		o.add(field, fmt.Sprintf("Input should be greater than or equal to %d", min), "greater_than_equal")
+	}
+	if n > max {
+		o.add(field, fmt.Sprintf("Input should be less than or equal to %d", max), "less_than_equal")
+	}
+}
+
+// queryInt parses an integer query parameter with a default and bounds.
+func queryInt(value, name string, def, min, max int) (int, error) {
+	if value == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil {
+		return 0, fieldError("Input should be a valid integer, unable to parse string as an integer", "int_parsing", "query", name)
+	}
+	if n < min {
+		return 0, fieldError(fmt.Sprintf("Input should be greater than or equal to %d", min), "greater_than_equal", "query", name)
+	}
+	if n > max {
+		return 0, fieldError(fmt.Sprintf("Input should be less than or equal to %d", max), "less_than_equal", "query", name)
+	}
+	return n, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
