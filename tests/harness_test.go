@@ -1,0 +1,189 @@
+// Package tests holds the end-to-end tests: the real server (internal/app,
+// exactly what the nornweave command runs) on a real PostgreSQL or SQLite
+// database, sending through the smtp provider to a real SMTP server on
+// 127.0.0.1.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/core/logging"
+	"github.com/nornweave/nornweave/internal/app"
+	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testdb"
+)
+
+// drivers are the databases every end-to-end test runs on.
+var drivers = []string{"postgres", "sqlite"}
+
+// forEachDriver runs f once per database, each with its own fresh database.
+func forEachDriver(t *testing.T, f func(t *testing.T, driver string)) {
+	for _, d := range drivers {
+		t.Run(d, func(t *testing.T) { f(t, d) })
+	}
+}
+
+// server is a running NornWeave on loopback with its SMTP server.
+type server struct {
+	t      *testing.T
+	URL    string
+	SMTP   *smtptest.Server
+	cfg    config.Config
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// baseConfig is a valid configuration sending through smtp to mx on a
+// fresh database of the given driver.
+func baseConfig(t *testing.T, driver string, mx *smtptest.Server) config.Config {
+	cfg := config.Config{
+		DBDriver: driver, EmailProvider: "smtp", EmailDomain: "acme.test",
+		SMTPHost: mx.Host(), SMTPPort: mx.Port(), SMTPUseTLS: false,
+		Environment: "development", LogLevel: "debug", Host: "127.0.0.1",
+		AWSRegion: "us-east-1", AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
+	}
+	if driver == "postgres" {
+		cfg.DatabaseURL = testdb.PostgresURL(t)
+	} else {
+		cfg.DatabaseURL = testdb.SQLitePath(t)
+	}
+	return cfg
+}
+
+// start builds and serves the app from cfg, stopping it at the end of the test.
+func start(t *testing.T, cfg config.Config, mx *smtptest.Server) *server {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test configuration invalid: %v", err)
+	}
+	logger := logging.New(testWriter{t}, slog.LevelWarn)
+	a, err := app.New(context.Background(), cfg, logger)
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{t: t, URL: "http://" + l.Addr().String(), SMTP: mx, cfg: cfg, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- a.Serve(ctx, l) }()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// stop shuts the server down gracefully and reports a failed shutdown.
+func (s *server) stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	if err := <-s.done; err != nil {
+		s.t.Errorf("shutdown: %v", err)
+	}
+}
+
+// startDefault starts a server on driver with an SMTP server and the given
+// changes to the base configuration.
+func startDefault(t *testing.T, driver string, change func(*config.Config)) *server {
+	mx := smtptest.Start(t)
+	cfg := baseConfig(t, driver, mx)
+	if change != nil {
+		change(&cfg)
+	}
+	return start(t, cfg, mx)
+}
+
+// response is a decoded HTTP answer.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a generic map.
+func (r response) JSON(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", r.Body, err)
+	}
+	return m
+}
+
+// do sends a request with an optional JSON body and headers (key, value, ...).
+func (s *server) do(t testing.TB, method, path string, body any, headers ...string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		if raw, ok := body.(string); ok {
+			rd = bytes.NewBufferString(raw)
+		} else {
+			b, err := json.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd = bytes.NewReader(b)
+		}
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// mustStatus fails the test unless r has the wanted status.
+func mustStatus(t testing.TB, r response, want int) {
+	t.Helper()
+	if r.Status != want {
+		t.Fatalf("status = %d, want %d; body %s", r.Status, want, r.Body)
+	}
+}
+
+// createInbox creates an inbox and returns its id.
+func (s *server) createInbox(t *testing.T, username string, headers ...string) string {
+	t.Helper()
+	r := s.do(t, "POST", "/v1/inboxes", map[string]any{"name": "Support", "email_username": username}, headers...)
+	mustStatus(t, r, http.StatusCreated)
+	return r.JSON(t)["id"].(string)
+}
+
+// send posts a simple message from inbox to one recipient.
+func (s *server) send(t testing.TB, inboxID, to string) response {
+	return s.do(t, "POST", "/v1/messages", map[string]any{
+		"inbox_id": inboxID, "to": []string{to}, "subject": "Hello", "body": "Hi **there**",
+	})
+}
+
+// testWriter sends the server's log to the test log, shown on failure.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}

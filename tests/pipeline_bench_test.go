@@ -1,0 +1,76 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/store"
+)
+
+// The send pipeline in-process (no HTTP): load inbox → domain filter →
+// throttle → record "sending" → demo provider → record the outcome, on a
+// real database. Throttled variants use limits that are never reached, so
+// the difference to the unthrottled ones is what the throttle costs.
+
+func BenchmarkSendPipelineSQLite(b *testing.B) {
+	benchPipeline(b, "sqlite", 0)
+}
+
+func BenchmarkSendPipelineSQLiteThrottled(b *testing.B) {
+	benchPipeline(b, "sqlite", 1<<30)
+}
+
+func BenchmarkSendPipelinePostgres(b *testing.B) {
+	benchPipeline(b, "postgres", 0)
+}
+
+func BenchmarkSendPipelinePostgresThrottled(b *testing.B) {
+	benchPipeline(b, "postgres", 1<<30)
+}
+
+func benchPipeline(b *testing.B, driver string, limit int) {
+	ctx := context.Background()
+	dsn := testdb.SQLitePath(b)
+	if driver == "postgres" {
+		dsn = testdb.PostgresURL(b)
+	}
+	st, err := store.Open(ctx, store.Options{Driver: driver, DSN: dsn})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	inbox := &store.Inbox{ID: "bench-inbox", EmailAddress: "bench@acme.test", Name: "Bench",
+		CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}
+	if err := st.CreateInbox(ctx, inbox); err != nil {
+		b.Fatal(err)
+	}
+	filter, err := skuld.NewDomainFilter(`(.*\.)?customer\.test`, `evil\.test`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sender := skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
+		Limiter: skuld.NewGlobalRateLimiter(limit, limit), Filter: filter})
+	req := skuld.SendRequest{InboxID: inbox.ID, To: []string{"ann@customer.test"}, Subject: "Benchmark",
+		Body: "Hello **Ann**, this is a benchmark message."}
+
+	b.ReportAllocs()
+	b.SetParallelism(4) // 4×GOMAXPROCS senders keep the database busy
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m, err := sender.Send(ctx, req)
+			if err != nil || m.Status != store.StatusSent {
+				panic(fmt.Sprintf("send: %v %+v", err, m))
+			}
+		}
+	})
+}
