@@ -84,6 +84,7 @@ func New(o Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler
+	e.JSONSerializer = jsonSerializer{}
 	a.middleware(e)
 	a.routes(e)
 	return e

@@ -56,6 +56,9 @@ func TestSendArrivesAndReadsBack(t *testing.T) {
 
 		r = s.do(t, "GET", "/v1/messages/"+id, nil)
 		mustStatus(t, r, http.StatusOK)
+		if !strings.Contains(string(r.Body), `"message_id_header":"<`+id) {
+			t.Errorf("Message-ID not written as the Python server does (unescaped <>): %s", r.Body)
+		}
 		m := r.JSON(t)
 		if m["status"] != "sent" || m["subject"] != "Your order — Grüße" || m["from_address"] != "support@acme.test" ||
 			m["direction"] != "outbound" || m["sent_at"] == nil || m["message_id_header"] != "<"+id+"@acme.test>" {
