@@ -20,7 +20,7 @@ import (
 type fakeStore struct{ Store }
 
 func (fakeStore) Inbox(context.Context, string) (*store.Inbox, error) { return nil, store.ErrNotFound }
-func (fakeStore) Ready(context.Context) error                        { return errors.New("down") }
+func (fakeStore) Ready(context.Context) error                         { return errors.New("down") }
 
 type fakeSender func() (*store.Message, error)
 
