@@ -69,7 +69,7 @@ func (a *API) search(c echo.Context) error {
 		return err
 	}
 	msgs, _, err := a.Store.Messages(c.Request().Context(), store.MessageFilter{InboxID: inboxID,
-		Query: query, Limit: limit, Offset: offset})
+		Query: query, ContentOnly: true, Limit: limit, Offset: offset})
 	if err != nil {
 		return err
 	}

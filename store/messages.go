@@ -136,10 +136,13 @@ type MessageFilter struct {
 	InboxID  string
 	ThreadID string
 	// Query is a case-insensitive substring of the subject, the text body
-	// or the From address. % and _ in it are literal.
-	Query  string
-	Limit  int
-	Offset int
+	// or (unless ContentOnly) the From address. % and _ in it are literal.
+	Query string
+	// ContentOnly restricts Query to subject and body, as POST /v1/search
+	// does: every message of an inbox has the same From.
+	ContentOnly bool
+	Limit       int
+	Offset      int
 }
 
 // Messages returns a page of the messages matching f, newest first, and how
@@ -154,9 +157,13 @@ func (s *Store) Messages(ctx context.Context, f MessageFilter) ([]Message, int64
 		}
 		if f.Query != "" {
 			p := "%" + escapeLike(f.Query) + "%"
-			db = db.Where(`(LOWER(subject) LIKE LOWER(?) ESCAPE '\'`+
-				` OR LOWER(body_text) LIKE LOWER(?) ESCAPE '\'`+
-				` OR LOWER(from_address) LIKE LOWER(?) ESCAPE '\')`, p, p, p)
+			cond := `LOWER(subject) LIKE LOWER(?) ESCAPE '\' OR LOWER(body_text) LIKE LOWER(?) ESCAPE '\'`
+			args := []any{p, p}
+			if !f.ContentOnly {
+				cond += ` OR LOWER(from_address) LIKE LOWER(?) ESCAPE '\'`
+				args = append(args, p)
+			}
+			db = db.Where("("+cond+")", args...)
 		}
 		return db
 	}

@@ -40,6 +40,7 @@ func TestMessagesFilters(t *testing.T) {
 			{"q in subject, any case", MessageFilter{InboxID: a.ID, Query: "hELLO"}, []*Message{hello}, 1},
 			{"q in body, any case", MessageFilter{InboxID: a.ID, Query: "body"}, []*Message{fifty}, 1},
 			{"q in from address", MessageFilter{Query: "BILLING@"}, []*Message{newer, older}, 2},
+			{"content only ignores the from address", MessageFilter{Query: "BILLING@", ContentOnly: true}, nil, 0},
 			{"q percent is literal", MessageFilter{InboxID: a.ID, Query: "50%"}, []*Message{discount}, 1},
 			{"q underscore is literal", MessageFilter{InboxID: a.ID, Query: "a_b"}, []*Message{fifty}, 1},
 			{"q backslash is literal", MessageFilter{InboxID: a.ID, Query: `\`}, nil, 0},

@@ -105,6 +105,17 @@ func TestSendArrivesAndReadsBack(t *testing.T) {
 		if list := r.JSON(t); list["count"] != float64(1) || list["total"] != float64(1) {
 			t.Errorf("search by q = %v, want the reply only", list)
 		}
+		r = s.do(t, "POST", "/v1/search", map[string]any{"query": "ORDER", "inbox_id": inbox})
+		mustStatus(t, r, http.StatusOK)
+		found := r.JSON(t)
+		if found["count"] != float64(2) || found["query"] != "ORDER" {
+			t.Errorf("search = %v, want both messages (subjects contain 'order')", found)
+		}
+		r = s.do(t, "POST", "/v1/search", map[string]any{"query": "support@", "inbox_id": inbox})
+		mustStatus(t, r, http.StatusOK)
+		if found := r.JSON(t); found["count"] != float64(0) {
+			t.Errorf("search for the From address = %v, want nothing: search covers subject and body", found)
+		}
 	})
 }
 
