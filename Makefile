@@ -10,7 +10,7 @@ PKGS     := ./...
 run:
 	$(GO) run ./cmd/nornweave
 
-## build: build the nornweave and nornweave-load binaries into ./bin
+## build: build the nornweave binary into ./bin
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nornweave ./cmd/nornweave
 

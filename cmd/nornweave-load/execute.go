@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// settleLimit is the longest wait for the sink after the last request.
+const settleLimit = 2 * time.Second
+
+// execute runs what o describes: sink, server, load, report, in that order,
+// and takes them down in reverse. It returns the exit code.
+func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
+	now := time.Now
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "nornweave-load: "+format+"\n", args...)
+		return 1
+	}
+
+	var sk *sink
+	if o.sinkListener != nil || o.sink != "" {
+		ln := o.sinkListener
+		if ln == nil {
+			var err error
+			if ln, err = listenSink(o.sink); err != nil {
+				return fail("sink: %v", err)
+			}
+		}
+		sk = startSink(ln, now, stderr)
+		defer sk.Close()
+	}
+
+	cfg := loadConfig{baseURL: o.url, apiKey: o.apiKey, inboxID: o.inbox, clients: o.clients,
+		duration: o.duration, requests: o.requests, now: now}
+	var ch *child
+	if o.spawn != "" {
+		sc := spawnConfig{binary: o.spawn, db: o.db, databaseURL: o.databaseURL, provider: o.provider,
+			perMinute: o.perMinute, perHour: o.perHour, apiKey: o.apiKey}
+		if sk != nil {
+			sc.sinkAddr = sk.Addr()
+		}
+		var err error
+		if ch, err = spawn(ctx, sc); err != nil {
+			return fail("spawn: %v", err)
+		}
+		defer ch.cleanup()
+		cfg.baseURL = ch.URL
+	}
+
+	hc := newHTTPClient(o.clients)
+	if cfg.inboxID == "" {
+		id, err := createInbox(ctx, hc, cfg)
+		if err != nil {
+			if ch != nil {
+				ch.stop()
+				fmt.Fprintf(stderr, "end of the server log:\n%s\n", ch.log.Tail())
+			}
+			return fail("%v", err)
+		}
+		cfg.inboxID = id
+	}
+
+	res := runLoad(ctx, hc, cfg)
+	hc.CloseIdleConnections()
+	if sk != nil {
+		sk.Settle(ctx, res.sendStatus["sent"], settleLimit)
+	}
+	var srv *serverReport
+	if ch != nil {
+		srv = &serverReport{DB: o.db, Provider: o.provider, PerMinute: o.perMinute, PerHour: o.perHour,
+			ExitCode: ch.stop(), LogLines: ch.log.Lines()}
+	}
+	var arrivals []time.Time
+	if sk != nil {
+		// After the server stopped, so a send it finished while draining counts too.
+		arrivals = sk.Arrivals()
+	}
+
+	rep := buildReport(res, arrivals, sk != nil, o.perMinute, o.perHour)
+	rep.Server = srv
+	if srv != nil && srv.ExitCode != 0 {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("server exited with code %d", srv.ExitCode))
+		fmt.Fprintf(stderr, "end of the server log:\n%s\n", ch.log.Tail())
+	}
+	if err := rep.write(stdout, o.json); err != nil {
+		return fail("write report: %v", err)
+	}
+	if len(rep.Violations) > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// requestTimeout bounds one request: longer than the server's own 60 s
+// provider timeout, so a slow send is measured rather than cut off.
+const requestTimeout = 90 * time.Second
+
+// loadConfig is one load run against a server that is already up.
+type loadConfig struct {
+	baseURL  string
+	apiKey   string
+	inboxID  string
+	clients  int
+	duration time.Duration
+	requests int // 0: only duration bounds the run
+	now      func() time.Time
+}
+
+// tally is what one client saw; clients keep their own so that the hot loop
+// shares nothing but the request counter, and tallies are merged at the end.
+type tally struct {
+	latencies  []time.Duration
+	httpStatus map[int]int // 0 counts transport errors
+	sendStatus map[string]int
+	firstErr   error
+}
+
+func newTally() *tally {
+	return &tally{httpStatus: make(map[int]int), sendStatus: make(map[string]int)}
+}
+
+func (t *tally) merge(o *tally) {
+	t.latencies = append(t.latencies, o.latencies...)
+	for k, v := range o.httpStatus {
+		t.httpStatus[k] += v
+	}
+	for k, v := range o.sendStatus {
+		t.sendStatus[k] += v
+	}
+	if t.firstErr == nil {
+		t.firstErr = o.firstErr
+	}
+}
+
+// loadResult is a whole run: the merged tallies and how long it took.
+type loadResult struct {
+	*tally
+	elapsed time.Duration
+}
+
+// newHTTPClient returns a keep-alive client that can hold one idle
+// connection per load client, so the run measures the server rather than
+// TCP handshakes.
+func newHTTPClient(clients int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = clients
+	tr.MaxIdleConnsPerHost = clients
+	tr.Proxy = nil // loopback: an HTTP_PROXY from the environment must not apply
+	return &http.Client{Transport: tr, Timeout: requestTimeout}
+}
+
+// runLoad runs cfg.clients clients, each posting sends in a loop until the
+// duration has passed or cfg.requests requests have started. Requests in
+// flight when the duration ends are allowed to finish; ctx cancels them.
+func runLoad(ctx context.Context, hc *http.Client, cfg loadConfig) loadResult {
+	body, _ := json.Marshal(map[string]any{
+		"inbox_id": cfg.inboxID, "to": []string{"load@loadtest.test"},
+		"subject": "Load test", "body": "A message from **nornweave-load**.",
+	})
+	start := cfg.now()
+	deadline := start.Add(cfg.duration)
+	var started atomic.Int64
+	tallies := make([]*tally, cfg.clients)
+	var wg sync.WaitGroup
+	for i := range tallies {
+		tallies[i] = newTally()
+		wg.Go(func() {
+			t := tallies[i]
+			for ctx.Err() == nil && cfg.now().Before(deadline) {
+				if n := started.Add(1); cfg.requests > 0 && n > int64(cfg.requests) {
+					return
+				}
+				t.record(cfg.now, func() (int, string, error) { return postSend(ctx, hc, cfg, body) })
+			}
+		})
+	}
+	wg.Wait()
+	total := newTally()
+	for _, t := range tallies {
+		total.merge(t)
+	}
+	return loadResult{tally: total, elapsed: cfg.now().Sub(start)}
+}
+
+// record times one request and counts its outcome.
+func (t *tally) record(now func() time.Time, do func() (int, string, error)) {
+	t0 := now()
+	code, sendStatus, err := do()
+	t.latencies = append(t.latencies, now().Sub(t0))
+	t.httpStatus[code]++
+	if sendStatus != "" {
+		t.sendStatus[sendStatus]++
+	}
+	if err != nil && t.firstErr == nil {
+		t.firstErr = err
+	}
+}
+
+// postSend posts one send and returns the HTTP status (0 on a transport
+// error) and, for a 201, the send status the server reported.
+func postSend(ctx context.Context, hc *http.Client, cfg loadConfig, body []byte) (int, string, error) {
+	res, err := do(ctx, hc, cfg, "/v1/messages", body)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		// Drained so the connection goes back to the pool.
+		_, err := io.Copy(io.Discard, res.Body)
+		return res.StatusCode, "", err
+	}
+	var sr struct {
+		Status string `json:"status"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
+		return res.StatusCode, "undecodable", fmt.Errorf("decode 201 body: %w", err)
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	return res.StatusCode, sr.Status, err
+}
+
+// do posts a JSON body to path with the API key, if any.
+func do(ctx context.Context, hc *http.Client, cfg loadConfig, path string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.baseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if cfg.apiKey != "" {
+		req.Header.Set("X-API-Key", cfg.apiKey)
+	}
+	return hc.Do(req)
+}
+
+// createInbox creates an inbox with a random username, so runs against the
+// same database never collide on an address, and returns its id.
+func createInbox(ctx context.Context, hc *http.Client, cfg loadConfig) (string, error) {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never fails
+	body, _ := json.Marshal(map[string]string{"name": "Load test", "email_username": "load-" + hex.EncodeToString(rnd[:])})
+	res, err := do(ctx, hc, cfg, "/v1/inboxes", body)
+	if err != nil {
+		return "", fmt.Errorf("create inbox: %w", err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if res.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("create inbox: status %d: %s", res.StatusCode, bytes.TrimSpace(raw))
+	}
+	var ir struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &ir); err != nil || ir.ID == "" {
+		return "", fmt.Errorf("create inbox: unexpected body %s", raw)
+	}
+	return ir.ID, nil
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/core/logging"
+	"github.com/nornweave/nornweave/internal/app"
+	"github.com/nornweave/nornweave/internal/testdb"
+)
+
+// startServer serves the real app (what the nornweave command runs) on
+// SQLite and loopback until the test ends, and returns its base URL. smtp
+// is the sink's address, or nil for the demo provider.
+func startServer(t testing.TB, perMinute int, smtp *net.TCPAddr) string {
+	return startServerOn(t, "sqlite", perMinute, smtp)
+}
+
+// startServerOn is startServer on a fresh database of the given driver.
+func startServerOn(t testing.TB, driver string, perMinute int, smtp *net.TCPAddr) string {
+	t.Helper()
+	cfg := config.Config{
+		DBDriver: driver, EmailProvider: "demo",
+		Environment: "development", LogLevel: "warning", Host: "127.0.0.1", AWSRegion: "us-east-1",
+		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
+		SMTPPort: 587, SendRateLimitPerMinute: perMinute,
+	}
+	if driver == "postgres" {
+		cfg.DatabaseURL = testdb.PostgresURL(t)
+	} else {
+		cfg.DatabaseURL = testdb.SQLitePath(t)
+	}
+	if smtp != nil {
+		cfg.EmailProvider, cfg.EmailDomain = "smtp", "loadtest.test"
+		cfg.SMTPHost, cfg.SMTPPort, cfg.SMTPUseTLS = smtp.IP.String(), smtp.Port, false
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test configuration invalid: %v", err)
+	}
+	a, err := app.New(context.Background(), cfg, logging.New(testWriter{t}, slog.LevelWarn))
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server shutdown: %v", err)
+		}
+	})
+	return "http://" + l.Addr().String()
+}
+
+// TestThrottledRunWithSink is the tool end to end against a server with a
+// per-minute limit of 20: of 60 sends exactly 20 go out and reach the sink,
+// the other 40 are refused, and the overshoot check fires only when the
+// limit it is given is below what the sink saw.
+func TestThrottledRunWithSink(t *testing.T) {
+	tests := []struct {
+		name          string
+		checkedLimit  int
+		wantCode      int
+		wantViolation bool
+	}{
+		{name: "limit kept", checkedLimit: 20, wantCode: 0},
+		{name: "overshoot reported", checkedLimit: 19, wantCode: 1, wantViolation: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			url := startServer(t, 20, ln.Addr().(*net.TCPAddr))
+			o := options{url: url, clients: 8, requests: 60, duration: maxDuration, json: true,
+				perMinute: tt.checkedLimit, sinkListener: ln}
+			var stdout, stderr bytes.Buffer
+			code := execute(context.Background(), o, &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Errorf("exit code = %d, want %d; stderr %s", code, tt.wantCode, &stderr)
+			}
+			rep := decodeReport(t, stdout.Bytes())
+
+			if rep.Requests != 60 {
+				t.Errorf("requests = %d, want 60", rep.Requests)
+			}
+			wantHTTP := map[string]int{"201": 20, "429": 40}
+			if !equalCounts(rep.HTTPStatus, wantHTTP) {
+				t.Errorf("http status = %v, want %v (first error %q)", rep.HTTPStatus, wantHTTP, rep.FirstError)
+			}
+			if !equalCounts(rep.SendStatus, map[string]int{"sent": 20}) {
+				t.Errorf("send status = %v, want sent=20", rep.SendStatus)
+			}
+			if rep.Sink == nil {
+				t.Fatal("report has no sink section")
+			}
+			if rep.Sink.Received != 20 || rep.Sink.MaxIn60s != 20 {
+				t.Errorf("sink received %d, max in 60 s %d; want 20 and 20", rep.Sink.Received, rep.Sink.MaxIn60s)
+			}
+			if got := len(rep.Violations) > 0; got != tt.wantViolation {
+				t.Errorf("violations = %q, want some: %v", rep.Violations, tt.wantViolation)
+			}
+		})
+	}
+}
+
+// TestRunFlags drives run itself, flags and all, against an unlimited
+// demo server: the inbox is created by the tool and -requests bounds the run.
+func TestRunFlags(t *testing.T) {
+	url := startServer(t, 0, nil)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-url", url, "-clients", "4", "-requests", "10", "-json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit code = %d, want 0; stderr %s", code, &stderr)
+	}
+	rep := decodeReport(t, stdout.Bytes())
+	if !equalCounts(rep.HTTPStatus, map[string]int{"201": 10}) || !equalCounts(rep.SendStatus, map[string]int{"sent": 10}) {
+		t.Errorf("http status %v, send status %v; want 201=10 and sent=10", rep.HTTPStatus, rep.SendStatus)
+	}
+	if rep.Sink != nil || rep.Server != nil {
+		t.Errorf("sink %v, server %v; want neither without -sink and -spawn", rep.Sink, rep.Server)
+	}
+}
+
+// TestRunRejectsBadFlags checks that every run stays bounded and on loopback.
+func TestRunRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"remote url", []string{"-url", "http://example.com"}, "not a loopback address"},
+		{"https url", []string{"-url", "https://127.0.0.1:8000"}, "http:// URL"},
+		{"too long", []string{"-duration", "11m"}, "at most 10m0s"},
+		{"no duration", []string{"-duration", "0s"}, "-duration"},
+		{"no clients", []string{"-clients", "0"}, "-clients"},
+		{"negative requests", []string{"-requests", "-1"}, "-requests"},
+		{"remote sink", []string{"-sink", "10.0.0.1:25"}, "not a loopback address"},
+		{"unknown provider", []string{"-provider", "ses"}, "-provider"},
+		{"postgres without url", []string{"-spawn", "./bin/nornweave", "-db", "postgres"}, "-database-url"},
+		{"stray argument", []string{"now"}, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tt.args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit code = %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("stderr = %q, want it to mention %q", &stderr, tt.want)
+			}
+		})
+	}
+}
+
+// TestSinkCloseTwice checks that Close is idempotent, even before any mail.
+func TestSinkCloseTwice(t *testing.T) {
+	ln, err := listenSink("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(ln, time.Now, testWriter{t})
+	s.Close()
+	s.Close()
+	if got := s.Count(); got != 0 {
+		t.Errorf("count = %d, want 0", got)
+	}
+}
+
+func decodeReport(t *testing.T, b []byte) report {
+	t.Helper()
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report %q is not JSON: %v", b, err)
+	}
+	return rep
+}
+
+func equalCounts(got, want map[string]int) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// testWriter sends logs to the test log, shown on failure.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}

@@ -1,0 +1,151 @@
+// Command nornweave-load drives a NornWeave server on loopback with
+// concurrent POST /v1/messages and reports throughput, latency percentiles
+// and status counts. With -sink it also receives the mail itself and checks
+// the throttle's promise from the outside: the largest number of messages
+// that arrived in any 60 s (and 3600 s). With -spawn it starts the server
+// binary too, so one command measures a fresh server end to end.
+//
+// It is bounded on purpose: loopback URLs only, and every run stops after
+// -duration (at most 10 minutes) or -requests, whichever comes first.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// maxDuration caps a run, so a typo cannot leave a load running for hours.
+const maxDuration = 10 * time.Minute
+
+// options is everything the flags say. sinkListener is not a flag: a test
+// that must know the sink's address before it starts the server passes the
+// listener in.
+type options struct {
+	url          string
+	apiKey       string
+	inbox        string
+	clients      int
+	duration     time.Duration
+	requests     int
+	json         bool
+	sink         string
+	spawn        string
+	db           string
+	databaseURL  string
+	provider     string
+	perMinute    int
+	perHour      int
+	sinkListener net.Listener
+}
+
+func main() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run is the whole program; it returns the exit code: 0 on success, 1 when
+// the run failed or the sink saw more mail than -per-minute/-per-hour
+// allow, 2 on bad usage.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nornweave-load: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return execute(ctx, o, stdout, stderr)
+}
+
+// parseFlags reads and checks the flags.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("nornweave-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:8000", "base URL of a running server (loopback only); ignored with -spawn")
+	fs.StringVar(&o.apiKey, "api-key", "", "API key sent as X-API-Key (and given to a spawned server)")
+	fs.StringVar(&o.inbox, "inbox", "", "sending inbox id; empty creates one with a random username")
+	fs.IntVar(&o.clients, "clients", 32, "concurrent clients")
+	fs.DurationVar(&o.duration, "duration", 30*time.Second, "stop after this long (at most 10m)")
+	fs.IntVar(&o.requests, "requests", 0, "stop after this many requests in total (0: only -duration bounds the run)")
+	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
+	fs.StringVar(&o.sink, "sink", "", `run an SMTP sink on this loopback address, or "auto" for a free port`)
+	fs.StringVar(&o.sink, "sink-addr", "", "same as -sink")
+	fs.StringVar(&o.spawn, "spawn", "", "start this server binary on a free loopback port and load it")
+	fs.StringVar(&o.db, "db", "sqlite", "spawned server's DB_DRIVER: sqlite (fresh file) or postgres")
+	fs.StringVar(&o.databaseURL, "database-url", "", "spawned server's DATABASE_URL (required with -db postgres)")
+	fs.StringVar(&o.provider, "provider", "smtp", "spawned server's EMAIL_PROVIDER: smtp (to the sink) or demo")
+	fs.IntVar(&o.perMinute, "per-minute", 0, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE of the spawned server; also the overshoot check")
+	fs.IntVar(&o.perHour, "per-hour", 0, "GLOBAL_SEND_RATE_LIMIT_PER_HOUR of the spawned server; also the overshoot check")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, o.validate()
+}
+
+// validate rejects runs that would be unbounded or leave loopback.
+func (o *options) validate() error {
+	switch {
+	case o.clients < 1:
+		return fmt.Errorf("-clients must be at least 1, got %d", o.clients)
+	case o.duration <= 0 || o.duration > maxDuration:
+		return fmt.Errorf("-duration must be more than 0 and at most %s, got %s", maxDuration, o.duration)
+	case o.requests < 0:
+		return fmt.Errorf("-requests must not be negative, got %d", o.requests)
+	case o.perMinute < 0 || o.perHour < 0:
+		return errors.New("-per-minute and -per-hour must not be negative")
+	case o.db != "sqlite" && o.db != "postgres":
+		return fmt.Errorf("-db must be sqlite or postgres, got %q", o.db)
+	case o.db == "postgres" && o.spawn != "" && o.databaseURL == "":
+		return errors.New("-db postgres needs -database-url")
+	case o.provider != "smtp" && o.provider != "demo":
+		return fmt.Errorf("-provider must be smtp or demo, got %q", o.provider)
+	}
+	if o.spawn != "" && o.provider == "smtp" && o.sink == "" {
+		// A spawned smtp server has nowhere else to send.
+		o.sink = "auto"
+	}
+	if o.sink != "" && o.sink != "auto" {
+		if err := requireLoopback(o.sink); err != nil {
+			return fmt.Errorf("-sink: %w", err)
+		}
+	}
+	if o.spawn == "" {
+		u, err := url.Parse(o.url)
+		if err != nil || u.Scheme != "http" {
+			return fmt.Errorf("-url must be an http:// URL, got %q", o.url)
+		}
+		if err := requireLoopback(u.Host); err != nil {
+			return fmt.Errorf("-url: %w", err)
+		}
+	}
+	return nil
+}
+
+// requireLoopback accepts host:port (or a bare host) naming this machine
+// only: a load tool pointed at someone else's server is an attack.
+func requireLoopback(hostport string) error {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address", hostport)
+}
