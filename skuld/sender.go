@@ -137,6 +137,10 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	}
 	if err := s.o.Store.CreateMessage(ctx, m, atts, newThread); err != nil {
 		res.Release()
+		if errors.Is(err, store.ErrNotFound) {
+			// The inbox (and so its threads) was deleted since it was loaded.
+			return nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
+		}
 		return nil, fmt.Errorf("skuld: record message: %w", err)
 	}
 	s.deliver(ctx, res, m, inbox, req)

@@ -3,6 +3,7 @@ package skuld
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -291,5 +292,27 @@ func TestShutdownDrainsInFlightSends(t *testing.T) {
 	}
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatalf("second Shutdown = %v", err)
+	}
+}
+
+// vanishingStore loses the inbox between the load and the write, as when
+// the inbox is deleted while a send is in flight.
+type vanishingStore struct{ *memStore }
+
+func (vanishingStore) CreateMessage(context.Context, *store.Message, []store.Attachment, *store.Thread) error {
+	return fmt.Errorf("store: create message: %w", store.ErrNotFound)
+}
+
+func TestSendFromInboxDeletedMeanwhile(t *testing.T) {
+	st, p := vanishingStore{newMemStore()}, &fakeProvider{}
+	lim := NewGlobalRateLimiter(1, 0)
+	s := NewSender(Options{Store: st, Provider: p, Limiter: lim})
+	_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	var nf *NotFoundError
+	if !errors.As(err, &nf) || nf.Kind != "Inbox" {
+		t.Fatalf("Send = %v, want Inbox not found", err)
+	}
+	if w := lim.State(time.Now()).PerMinute; w.Used+w.InFlight != 0 || len(p.sent) != 0 {
+		t.Errorf("throttle %+v, sent %d; want nothing taken, nothing sent", w, len(p.sent))
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 
 	"gorm.io/gorm"
 )
@@ -20,12 +21,18 @@ func (s *Store) CreateInbox(ctx context.Context, in *Inbox) error {
 	return wrap(s.db.WithContext(ctx).Create(in).Error, "create inbox %s", in.EmailAddress)
 }
 
-// Inbox returns the inbox with the given id, or ErrNotFound.
+// Inbox returns the inbox with the given id, or ErrNotFound. Every send
+// reads its inbox, and an inbox never changes once created, so found
+// inboxes are cached until DeleteInbox.
 func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
-	var in Inbox
+	in, gen, ok := s.inboxes.get(id)
+	if ok {
+		return &in, nil
+	}
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
 		return nil, wrap(err, "inbox %s", id)
 	}
+	s.inboxes.put(in, gen)
 	return &in, nil
 }
 
@@ -45,6 +52,7 @@ func (s *Store) Inboxes(ctx context.Context, limit, offset int) ([]Inbox, error)
 // threads, messages and attachments. It returns ErrNotFound if there was no
 // such inbox.
 func (s *Store) DeleteInbox(ctx context.Context, id string) error {
+	defer s.inboxes.evict(id)
 	res := s.db.WithContext(ctx).Where("id = ?", id).Delete(&Inbox{})
 	if res.Error != nil {
 		return wrap(res.Error, "delete inbox %s", id)
@@ -61,4 +69,45 @@ func noLimit(limit int) int {
 		return -1
 	}
 	return limit
+}
+
+// inboxCacheMax bounds the cache; past it the cache starts over.
+const inboxCacheMax = 10000
+
+// inboxCache holds inboxes read from the database. It assumes this Store is
+// the database's only writer, as the send throttle does (one server per
+// database). A generation counter, bumped by every eviction, keeps a read
+// that raced with a delete from caching the deleted inbox.
+type inboxCache struct {
+	mu  sync.RWMutex
+	m   map[string]Inbox
+	gen uint64
+}
+
+// get returns the cached inbox, or the generation to pass to put after
+// reading it from the database.
+func (c *inboxCache) get(id string) (Inbox, uint64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	in, ok := c.m[id]
+	return in, c.gen, ok
+}
+
+func (c *inboxCache) put(in Inbox, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.m == nil || len(c.m) >= inboxCacheMax {
+		c.m = make(map[string]Inbox)
+	}
+	c.m[in.ID] = in
+}
+
+func (c *inboxCache) evict(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+	c.gen++
 }

@@ -173,3 +173,36 @@ func TestTimesComeBackUTCToTheMicrosecond(t *testing.T) {
 		}
 	})
 }
+
+func TestInboxCacheNeverOutlivesDelete(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "cached@example.com")
+		for i := 0; i < 2; i++ { // the second read comes from the cache
+			if got, err := s.Inbox(ctx, in.ID); err != nil || got.EmailAddress != in.EmailAddress {
+				t.Fatalf("Inbox = %+v, %v; want %s", got, err, in.EmailAddress)
+			}
+		}
+		if err := s.DeleteInbox(ctx, in.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Inbox(ctx, in.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Inbox after delete = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestInboxCacheIgnoresReadsThatRacedADelete(t *testing.T) {
+	var c inboxCache
+	_, gen, _ := c.get("a")    // a reader misses and goes to the database...
+	c.evict("a")               // ...while the inbox is deleted...
+	c.put(Inbox{ID: "a"}, gen) // ...then it tries to cache what it read
+	if _, _, ok := c.get("a"); ok {
+		t.Fatal("a read that raced a delete was cached")
+	}
+	_, gen, _ = c.get("b")
+	c.put(Inbox{ID: "b"}, gen)
+	if _, _, ok := c.get("b"); !ok {
+		t.Fatal("an undisturbed read was not cached")
+	}
+}

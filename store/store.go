@@ -64,6 +64,8 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	inboxes inboxCache
 }
 
 // Open connects to the database described by o and pings it. It does not

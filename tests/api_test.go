@@ -141,6 +141,11 @@ func TestInboxLifecycle(t *testing.T) {
 		}
 		mustStatus(t, s.do(t, "DELETE", "/v1/inboxes/"+a, nil), http.StatusNoContent)
 		mustStatus(t, s.do(t, "GET", "/v1/inboxes/"+a, nil), http.StatusNotFound)
+		r = s.send(t, a, "x@customer.test")
+		mustStatus(t, r, http.StatusNotFound)
+		if d := r.JSON(t)["detail"]; d != "Inbox "+a+" not found" {
+			t.Errorf("send from a deleted inbox: detail %q", d)
+		}
 		mustStatus(t, s.do(t, "GET", "/v1/messages?inbox_id="+a, nil), http.StatusNotFound)
 		mustStatus(t, s.do(t, "DELETE", "/v1/inboxes/"+a, nil), http.StatusNotFound)
 	})
