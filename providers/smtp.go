@@ -144,6 +144,15 @@ func NewSMTP(cfg SMTPConfig) (*SMTP, error) {
 		mail.WithTimeout(cfg.Timeout),
 		mail.WithTLSPolicy(mail.NoTLS),
 		mail.WithDialContextFunc(p.dialContext),
+		// go-mail sends NOOP before and RSET (with another NOOP) after
+		// every message: three extra round trips on a reused connection.
+		// A dead pooled connection shows at MAIL FROM instead, before the
+		// server has taken anything, and is redialled then (send); after
+		// an accepted message the session is ready for the next MAIL
+		// without RSET (RFC 5321 §4.1.1.5), and deliver RSETs itself after
+		// a rejection.
+		mail.WithoutNoop(),
+		mail.WithoutRset(),
 	}
 	if cfg.HELO != "" {
 		opts = append(opts, mail.WithHELO(cfg.HELO))
