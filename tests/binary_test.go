@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nornweave/nornweave/internal/apptest"
 )
 
 // TestBinaryServesAndShutsDownGracefully runs the nornweave binary as a
@@ -44,7 +46,7 @@ func TestBinaryServesAndShutsDownGracefully(t *testing.T) {
 		}
 	})
 
-	s := &server{t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s := &server{Server: &apptest.Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}}
 	waitHealthy(t, s, exited, &stderr)
 	inbox := s.createInbox(t, "support")
 	r := s.send(t, inbox, "ann@example.com")

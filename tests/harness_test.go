@@ -6,19 +6,14 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/core/logging"
-	"github.com/nornweave/nornweave/internal/app"
+	"github.com/nornweave/nornweave/internal/apptest"
 	"github.com/nornweave/nornweave/internal/smtptest"
-	"github.com/nornweave/nornweave/internal/testdb"
 )
 
 // drivers are the databases every end-to-end test runs on.
@@ -31,65 +26,25 @@ func forEachDriver(t *testing.T, f func(t *testing.T, driver string)) {
 	}
 }
 
-// server is a running NornWeave on loopback with its SMTP server.
+// server is a running NornWeave with the SMTP server it sends to.
 type server struct {
-	t      *testing.T
-	URL    string
-	SMTP   *smtptest.Server
-	cfg    config.Config
-	cancel context.CancelFunc
-	done   chan error
+	*apptest.Server
+	SMTP *smtptest.Server
+	cfg  config.Config
 }
 
 // baseConfig is a valid configuration sending through smtp to mx on a
 // fresh database of the given driver.
 func baseConfig(t *testing.T, driver string, mx *smtptest.Server) config.Config {
-	cfg := config.Config{
-		DBDriver: driver, EmailProvider: "smtp", EmailDomain: "acme.test",
-		SMTPHost: mx.Host(), SMTPPort: mx.Port(), SMTPUseTLS: false,
-		Environment: "development", LogLevel: "debug", Host: "127.0.0.1",
-		AWSRegion: "us-east-1", AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
-	}
-	if driver == "postgres" {
-		cfg.DatabaseURL = testdb.PostgresURL(t)
-	} else {
-		cfg.DatabaseURL = testdb.SQLitePath(t)
-	}
+	cfg := apptest.Config(t, driver)
+	cfg.EmailProvider, cfg.SMTPHost, cfg.SMTPPort, cfg.SMTPUseTLS = "smtp", mx.Host(), mx.Port(), false
 	return cfg
 }
 
-// start builds and serves the app from cfg, stopping it at the end of the test.
+// start serves the app from cfg until the end of the test.
 func start(t *testing.T, cfg config.Config, mx *smtptest.Server) *server {
 	t.Helper()
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("test configuration invalid: %v", err)
-	}
-	logger := logging.New(testWriter{t}, slog.LevelWarn)
-	a, err := app.New(context.Background(), cfg, logger)
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{t: t, URL: "http://" + l.Addr().String(), SMTP: mx, cfg: cfg, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- a.Serve(ctx, l) }()
-	t.Cleanup(s.stop)
-	return s
-}
-
-// stop shuts the server down gracefully and reports a failed shutdown.
-func (s *server) stop() {
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	s.cancel = nil
-	if err := <-s.done; err != nil {
-		s.t.Errorf("shutdown: %v", err)
-	}
+	return &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
 }
 
 // startDefault starts a server on driver with an SMTP server and the given
@@ -178,12 +133,4 @@ func (s *server) send(t testing.TB, inboxID, to string) response {
 	return s.do(t, "POST", "/v1/messages", map[string]any{
 		"inbox_id": inboxID, "to": []string{to}, "subject": "Hello", "body": "Hi **there**",
 	})
-}
-
-// testWriter sends the server's log to the test log, shown on failure.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
 }

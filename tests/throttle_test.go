@@ -103,7 +103,7 @@ func TestThrottleSurvivesRestart(t *testing.T) {
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
-		s.stop()
+		s.Stop()
 
 		again := start(t, s.cfg, s.SMTP)
 		r := again.send(t, inbox, "bob@customer.test")

@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/core/logging"
-	"github.com/nornweave/nornweave/internal/app"
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/apptest"
 )
 
 // startServer serves the real app (what the nornweave command runs) on
@@ -26,42 +22,13 @@ func startServer(t testing.TB, perMinute int, smtp *net.TCPAddr) string {
 // startServerOn is startServer on a fresh database of the given driver.
 func startServerOn(t testing.TB, driver string, perMinute int, smtp *net.TCPAddr) string {
 	t.Helper()
-	cfg := config.Config{
-		DBDriver: driver, EmailProvider: "demo",
-		Environment: "development", LogLevel: "warning", Host: "127.0.0.1", AWSRegion: "us-east-1",
-		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
-		SMTPPort: 587, SendRateLimitPerMinute: perMinute,
-	}
-	if driver == "postgres" {
-		cfg.DatabaseURL = testdb.PostgresURL(t)
-	} else {
-		cfg.DatabaseURL = testdb.SQLitePath(t)
-	}
+	cfg := apptest.Config(t, driver)
+	cfg.SendRateLimitPerMinute = perMinute
 	if smtp != nil {
 		cfg.EmailProvider, cfg.EmailDomain = "smtp", "loadtest.test"
 		cfg.SMTPHost, cfg.SMTPPort, cfg.SMTPUseTLS = smtp.IP.String(), smtp.Port, false
 	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("test configuration invalid: %v", err)
-	}
-	a, err := app.New(context.Background(), cfg, logging.New(testWriter{t}, slog.LevelWarn))
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server shutdown: %v", err)
-		}
-	})
-	return "http://" + l.Addr().String()
+	return apptest.Start(t, cfg).URL
 }
 
 // TestThrottledRunWithSink is the tool end to end against a server with a
@@ -172,7 +139,7 @@ func TestSinkCloseTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startSink(ln, time.Now, testWriter{t})
+	s := startSink(ln, time.Now, apptest.LogWriter{TB: t})
 	s.Close()
 	s.Close()
 	if got := s.Count(); got != 0 {
@@ -199,12 +166,4 @@ func equalCounts(got, want map[string]int) bool {
 		}
 	}
 	return true
-}
-
-// testWriter sends logs to the test log, shown on failure.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
 }

@@ -1,0 +1,88 @@
+// Package apptest serves the real application (internal/app, exactly what
+// the nornweave command runs) on a loopback port for tests and benchmarks.
+package apptest
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/core/logging"
+	"github.com/nornweave/nornweave/internal/app"
+	"github.com/nornweave/nornweave/internal/testdb"
+)
+
+// Config returns a valid configuration with the documented defaults: the
+// demo provider on a fresh database of driver ("postgres" or "sqlite"),
+// listening on loopback, throttle off.
+func Config(tb testing.TB, driver string) config.Config {
+	tb.Helper()
+	cfg := config.Config{
+		DBDriver: driver, EmailProvider: "demo", EmailDomain: "acme.test",
+		SMTPPort: 587, SMTPUseTLS: true, AWSRegion: "us-east-1",
+		Environment: "development", LogLevel: "warning", Host: "127.0.0.1",
+		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
+	}
+	if driver == "postgres" {
+		cfg.DatabaseURL = testdb.PostgresURL(tb)
+	} else {
+		cfg.DatabaseURL = testdb.SQLitePath(tb)
+	}
+	return cfg
+}
+
+// Server is the app serving on loopback.
+type Server struct {
+	// URL is the base URL, "http://127.0.0.1:port".
+	URL string
+
+	tb     testing.TB
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start validates cfg, builds the app and serves it until Stop or the end
+// of the test. Server logs at WARN and above go to the test log.
+func Start(tb testing.TB, cfg config.Config) *Server {
+	tb.Helper()
+	if err := cfg.Validate(); err != nil {
+		tb.Fatalf("test configuration invalid: %v", err)
+	}
+	a, err := app.New(context.Background(), cfg, logging.New(LogWriter{tb}, slog.LevelWarn))
+	if err != nil {
+		tb.Fatalf("app.New: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{URL: "http://" + l.Addr().String(), tb: tb, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- a.Serve(ctx, l) }()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Stop shuts the server down gracefully, as SIGTERM does, and fails the
+// test if the shutdown fails. Calls after the first do nothing.
+func (s *Server) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	if err := <-s.done; err != nil {
+		s.tb.Errorf("server shutdown: %v", err)
+	}
+}
+
+// LogWriter writes each log line to the test log, shown on failure.
+type LogWriter struct{ TB testing.TB }
+
+func (w LogWriter) Write(p []byte) (int, error) {
+	w.TB.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
