@@ -1,12 +1,18 @@
 package tests
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/internal/app"
+	"github.com/nornweave/nornweave/store"
 )
 
 func TestThrottleRefusesTheSixth(t *testing.T) {
@@ -110,6 +116,41 @@ func TestThrottleSurvivesRestart(t *testing.T) {
 		mustStatus(t, r, http.StatusTooManyRequests)
 		if n := s.SMTP.Count(); n != 2 {
 			t.Errorf("SMTP server received %d across the restart, want 2", n)
+		}
+	})
+}
+
+// TestCrashMidSendCountsAndIsResolved simulates a server that died after
+// recording a send as "sending" and before the provider answered: the
+// message may have gone out, so after the restart it counts against the
+// throttle, and it is marked failed with a reason instead of staying
+// "sending" for ever.
+func TestCrashMidSendCountsAndIsResolved(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
+		inbox := s.createInbox(t, "support")
+		s.Stop()
+
+		st, err := app.OpenStore(context.Background(), s.cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		orphan := &store.Message{InboxID: inbox, Status: store.StatusSending, Subject: "s",
+			MessageIDHeader: "<orphan@acme.test>", FromAddress: "support@acme.test", CreatedAt: now}
+		thread := &store.Thread{InboxID: inbox, Subject: "s", ParticipantHash: "h"}
+		if err := st.CreateMessage(context.Background(), orphan, nil, thread); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+
+		again := start(t, s.cfg, s.SMTP)
+		mustStatus(t, again.send(t, inbox, "bob@customer.test"), http.StatusTooManyRequests)
+		r := again.do(t, "GET", "/v1/messages/"+orphan.ID, nil)
+		mustStatus(t, r, http.StatusOK)
+		m := r.JSON(t)
+		if e, _ := m["error"].(string); m["status"] != "failed" || !strings.Contains(e, "delivery unknown") {
+			t.Errorf("interrupted message = status %v error %v, want failed with delivery unknown", m["status"], m["error"])
 		}
 	})
 }
