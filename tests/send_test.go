@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"mime"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,8 +45,12 @@ func TestSendArrivesAndReadsBack(t *testing.T) {
 		if got.Header.Get("Bcc") != "" {
 			t.Errorf("Bcc header %q leaked to recipients", got.Header.Get("Bcc"))
 		}
-		if !strings.Contains(string(got.Data), "Subject:") || got.Header.Get("Date") == "" {
-			t.Errorf("missing Subject or Date header:\n%s", got.Data)
+		subject, err := new(mime.WordDecoder).DecodeHeader(got.Header.Get("Subject"))
+		if err != nil || subject != "Your order — Grüße" {
+			t.Errorf("Subject = %q (%v), want %q", subject, err, "Your order — Grüße")
+		}
+		if got.Header.Get("Date") == "" {
+			t.Errorf("missing Date header:\n%s", got.Data)
 		}
 		if !strings.Contains(got.Text, "Hello **Ann**") {
 			t.Errorf("text part = %q, want the Markdown", got.Text)
