@@ -1,0 +1,118 @@
+package skuld
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/mail"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/store"
+)
+
+// build prepares the rows for a send; newThread is nil for a reply.
+func (s *Sender) build(req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message) (*store.Message, []store.Attachment, *store.Thread, error) {
+	html := req.HTML
+	if html == "" {
+		var err error
+		if html, err = s.o.Renderer.HTML(req.Body); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	id := uuid.NewString()
+	m := &store.Message{
+		ID: id, InboxID: inbox.ID, Direction: store.DirectionOutbound, Status: store.StatusSending,
+		MessageIDHeader: "<" + id + "@" + domainOf(inbox.EmailAddress) + ">",
+		Subject:         req.Subject, FromAddress: inbox.EmailAddress,
+		ToAddresses: req.To, CcAddresses: orEmpty(req.Cc), BccAddresses: orEmpty(req.Bcc),
+		ReplyToAddresses: orEmpty(req.ReplyTo), Text: req.Body, HTML: html,
+		References: store.StringList{}, Labels: store.StringList{}, Metadata: store.JSONObject{},
+	}
+	if parent != nil && parent.MessageIDHeader != "" {
+		inReplyTo := parent.MessageIDHeader
+		m.InReplyTo = &inReplyTo
+		m.References = references(parent)
+	}
+	size := len(m.Text) + len(m.HTML)
+	atts := make([]store.Attachment, 0, len(req.Attachments))
+	for _, a := range req.Attachments {
+		size += len(a.Content)
+		row := store.Attachment{ID: uuid.NewString(), MessageID: id, Filename: a.Filename,
+			ContentType: a.ContentType, Disposition: "attachment", Size: len(a.Content)}
+		if a.Inline {
+			cid := a.ContentID
+			row.Disposition, row.ContentID = "inline", &cid
+		}
+		atts = append(atts, row)
+	}
+	m.Size = size
+
+	var newThread *store.Thread
+	if thread == nil {
+		newThread = &store.Thread{ID: uuid.NewString(), InboxID: inbox.ID, Subject: req.Subject,
+			ParticipantHash: participantHash(inbox.EmailAddress, req.To, req.Cc)}
+		thread = newThread
+	}
+	m.ThreadID = thread.ID
+	return m, atts, newThread, nil
+}
+
+// maxReferences bounds the References header of long threads; RFC 5322
+// §3.6.4 allows trimming as long as the first and the parent stay.
+const maxReferences = 20
+
+func references(parent *store.Message) store.StringList {
+	refs := append(slices.Clone(parent.References), parent.MessageIDHeader)
+	if len(refs) > maxReferences {
+		refs = append(refs[:1], refs[len(refs)-maxReferences+1:]...)
+	}
+	return refs
+}
+
+func providerMessage(m *store.Message, inbox *store.Inbox, req SendRequest) providers.Message {
+	pm := providers.Message{
+		MessageID: m.MessageIDHeader, Date: m.CreatedAt, From: inbox.EmailAddress, FromName: inbox.Name,
+		To: m.ToAddresses, Cc: m.CcAddresses, Bcc: m.BccAddresses, ReplyTo: m.ReplyToAddresses,
+		Subject: m.Subject, Text: m.Text, HTML: m.HTML, References: m.References,
+		Attachments: req.Attachments,
+	}
+	if m.InReplyTo != nil {
+		pm.InReplyTo = *m.InReplyTo
+	}
+	return pm
+}
+
+// participantHash identifies a conversation's participants regardless of order.
+func participantHash(from string, lists ...[]string) string {
+	all := []string{strings.ToLower(from)}
+	for _, l := range lists {
+		for _, a := range l {
+			all = append(all, strings.ToLower(bareAddress(a)))
+		}
+	}
+	slices.Sort(all)
+	sum := sha256.Sum256([]byte(strings.Join(slices.Compact(all), ",")))
+	return hex.EncodeToString(sum[:])
+}
+
+// bareAddress returns the addr-spec of an RFC 5322 address ("Ann <a@x>" → "a@x").
+func bareAddress(s string) string {
+	if a, err := mail.ParseAddress(s); err == nil {
+		return a.Address
+	}
+	return strings.TrimSpace(s)
+}
+
+func domainOf(addr string) string {
+	return addr[strings.LastIndex(addr, "@")+1:]
+}
+
+func orEmpty(l []string) store.StringList {
+	if l == nil {
+		return store.StringList{}
+	}
+	return l
+}

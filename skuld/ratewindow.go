@@ -1,0 +1,136 @@
+package skuld
+
+import "time"
+
+// ringSize is the number of buckets a window keeps. A bucket counts until all
+// of it is older than the window, so at any instant 61 buckets are alive (the
+// 60 whole widths of the window plus the partly expired oldest one). 61 does
+// not fit in 60 slots; 64 is the next power of two, which makes the slot of
+// bucket b a mask instead of a division.
+const ringSize = 64
+
+// window is one sliding window: a ring of buckets of committed sends plus a
+// count of reservations in flight. Bucket b covers [b*width, (b+1)*width) in
+// Unix nanoseconds and counts until (b+1)*width+span <= now.
+type window struct {
+	limit    int
+	width    int64 // bucket width, ns
+	span     int64 // window length, ns
+	lo       int64 // oldest bucket that can still count; only moves forward
+	next     int64 // when lo next moves: expiry(lo)
+	used     int   // sum of the live slots' counts
+	inFlight int
+	slots    [ringSize]slot
+}
+
+// slot holds one bucket. A slot whose idx is below lo is stale and is reused
+// for whichever newer bucket maps to it.
+type slot struct {
+	idx   int64
+	count int
+}
+
+func (w *window) init(limit int, width, span time.Duration) {
+	w.limit = limit
+	w.width = int64(width)
+	w.span = int64(span)
+	w.lo = -1 << 63
+	w.next = -1 << 63 // the first call sets lo
+}
+
+// advance drops the buckets that lie wholly outside the window at now. It
+// does work only when lo moves, once per bucket width at most, so the usual
+// call is a single compare.
+func (w *window) advance(now int64) {
+	if now < w.next {
+		return
+	}
+	lo := floorDiv(now-w.span, w.width)
+	for i := range w.slots {
+		if s := &w.slots[i]; s.count > 0 && s.idx < lo {
+			w.used -= s.count
+			s.count = 0
+		}
+	}
+	w.lo = lo
+	w.next = w.expiry(lo)
+}
+
+// add counts one committed send at now; advance(now) must have run. Live
+// buckets span [lo, lo+60], fewer than ringSize, so a slot holding another
+// bucket is always a stale one whose count advance has already dropped.
+func (w *window) add(now int64) {
+	b := floorDiv(now, w.width)
+	if b < w.lo {
+		return // already wholly outside the window
+	}
+	s := &w.slots[b&(ringSize-1)]
+	if s.idx != b {
+		s.idx, s.count = b, 0
+	}
+	s.count++
+	w.used++
+}
+
+func (w *window) counted() int { return w.used + w.inFlight }
+
+func (w *window) full() bool { return w.limit > 0 && w.counted() >= w.limit }
+
+func (w *window) expiry(b int64) int64 { return (b+1)*w.width + w.span }
+
+// wait returns the nanoseconds from now until need committed sends have
+// left the window, walking the buckets oldest first. If the committed sends
+// are too few because the rest are in flight, those are assumed to commit
+// now and leave with the current bucket.
+func (w *window) wait(now int64, need int) int64 {
+	last := floorDiv(now, w.width)
+	freed := 0
+	for b := w.lo; b < w.lo+ringSize; b++ {
+		s := &w.slots[b&(ringSize-1)]
+		if s.idx != b || s.count == 0 {
+			continue
+		}
+		freed += s.count
+		if freed >= need {
+			return w.expiry(b) - now
+		}
+		last = max(last, b)
+	}
+	return w.expiry(last) - now
+}
+
+// retryAfter is wait for a full window: enough sends must leave to bring
+// the count below the limit.
+func (w *window) retryAfter(now int64) int64 {
+	return w.wait(now, w.counted()-w.limit+1)
+}
+
+func (w *window) state(now int64) WindowState {
+	st := WindowState{Limit: w.limit, Used: w.used, InFlight: w.inFlight}
+	if w.limit > 0 {
+		st.Remaining = max(0, w.limit-w.counted())
+	}
+	switch {
+	case w.full():
+		st.ResetSeconds = ceilSeconds(w.retryAfter(now))
+	case w.used > 0:
+		st.ResetSeconds = ceilSeconds(w.wait(now, 1))
+	}
+	return st
+}
+
+// floorDiv divides rounding towards minus infinity, so bucket indexes stay
+// consistent for times before 1970 as well.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// ceilSeconds rounds nanoseconds up to whole seconds, at least 1.
+func ceilSeconds(ns int64) int {
+	s := (ns + int64(time.Second) - 1) / int64(time.Second)
+	return int(max(s, 1))
+}
