@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
-	"slices"
 	"strings"
 )
 
@@ -191,17 +190,23 @@ func addrSpecOf(s string) string {
 	return s
 }
 
-// Blocked returns the sorted, de-duplicated domains among the addresses in
-// addrs (to, cc, bcc, ...) that the policy rejects, or nil if none is.
-func (f *DomainFilter) Blocked(addrs ...[]string) []string {
-	var blocked []string
+// Rejection is a recipient the policy refuses: its domain, lower-cased, and
+// the blocklist pattern that matched ("" when the domain is not on the
+// allowlist or the address has no "@").
+type Rejection struct {
+	Domain, Pattern string
+}
+
+// Rejected returns the refused recipients among addrs (to, cc, bcc, ...) in
+// order, or nil when every one is allowed, without allocating then.
+func (f *DomainFilter) Rejected(addrs ...[]string) []Rejection {
+	var out []Rejection
 	for _, list := range addrs {
 		for _, a := range list {
-			if ok, domain, _ := f.decide(a); !ok {
-				blocked = append(blocked, strings.ToLower(domain))
+			if ok, domain, pattern := f.decide(a); !ok {
+				out = append(out, Rejection{Domain: strings.ToLower(domain), Pattern: pattern})
 			}
 		}
 	}
-	slices.Sort(blocked)
-	return slices.Compact(blocked)
+	return out
 }

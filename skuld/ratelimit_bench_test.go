@@ -132,8 +132,8 @@ func benchmarkDomainFilter(b *testing.B, n int) {
 	cc := []string{"Carol@" + strings.ToUpper(last)}
 	b.ReportAllocs()
 	for b.Loop() {
-		if blocked := f.Blocked(to, cc); blocked != nil {
-			b.Fatalf("Blocked: got %v, want nil", blocked)
+		if rejected := f.Rejected(to, cc); rejected != nil {
+			b.Fatalf("Rejected: got %v, want nil", rejected)
 		}
 	}
 }

@@ -197,29 +197,29 @@ func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *stor
 	return inbox, thread, parent, err
 }
 
-// checkDomains applies the outbound domain policy to every recipient.
+// checkDomains applies the outbound domain policy to every recipient:
+// rejections are logged at INFO with the pattern, allows at DEBUG.
 func (s *Sender) checkDomains(ctx context.Context, req SendRequest) error {
-	if s.o.Filter == nil {
-		return nil
-	}
-	var blocked []string
-	for _, list := range [][]string{req.To, req.Cc, req.Bcc} {
-		for _, a := range list {
-			allowed, domain, pattern := s.o.Filter.Check(bareAddress(a))
-			if allowed {
-				s.o.Logger.DebugContext(ctx, "recipient domain allowed", slog.String("domain", domain))
-				continue
+	rejected := s.o.Filter.Rejected(req.To, req.Cc, req.Bcc)
+	if len(rejected) == 0 {
+		if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
+			for _, list := range [][]string{req.To, req.Cc, req.Bcc} {
+				for _, a := range list {
+					_, domain, _ := s.o.Filter.Check(a)
+					s.o.Logger.DebugContext(ctx, "recipient domain allowed", slog.String("domain", domain))
+				}
 			}
-			s.o.Logger.InfoContext(ctx, "recipient domain blocked",
-				slog.String("domain", domain), slog.String("pattern", pattern))
-			blocked = append(blocked, domain)
 		}
-	}
-	if len(blocked) == 0 {
 		return nil
 	}
-	slices.Sort(blocked)
-	return &BlockedError{Domains: slices.Compact(blocked)}
+	domains := make([]string, len(rejected))
+	for i, r := range rejected {
+		s.o.Logger.InfoContext(ctx, "recipient domain blocked",
+			slog.String("domain", r.Domain), slog.String("pattern", r.Pattern))
+		domains[i] = r.Domain
+	}
+	slices.Sort(domains)
+	return &BlockedError{Domains: slices.Compact(domains)}
 }
 
 // enter registers a send unless shutdown has begun.
