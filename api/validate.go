@@ -67,8 +67,16 @@ func decodeBody(r io.Reader) (object, error) {
 	return object{fields: fields, loc: []any{"body"}, errs: &errs}, nil
 }
 
+// add records a problem at field: a key of this object, or a path below it
+// ([]any{"to", 0}), which is spliced into the location as FastAPI writes it:
+// ["body", "to", 0].
 func (o object) add(field any, msg, typ string) {
-	loc := append(append([]any{}, o.loc...), field)
+	loc := append([]any{}, o.loc...)
+	if path, ok := field.([]any); ok {
+		loc = append(loc, path...)
+	} else {
+		loc = append(loc, field)
+	}
 	*o.errs = append(*o.errs, FieldError{Loc: loc, Msg: msg, Type: typ})
 }
 
