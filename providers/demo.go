@@ -33,7 +33,7 @@ func (d *Demo) Send(ctx context.Context, m Message) (string, error) {
 	d.logger.InfoContext(ctx, "demo provider: message not sent",
 		slog.String("message_id", m.MessageID),
 		slog.String("from", m.From),
-		slog.Int("recipient_count", len(m.Recipients())),
+		slog.Int("recipient_count", m.RecipientCount()),
 		slog.Int("subject_length", len(m.Subject)),
 		slog.Int("attachment_count", len(m.Attachments)),
 	)

@@ -42,10 +42,7 @@ type Attachment struct {
 	ContentID string
 }
 
-// Recipients returns every envelope recipient: To, then Cc, then Bcc.
-func (m Message) Recipients() []string {
-	all := make([]string, 0, len(m.To)+len(m.Cc)+len(m.Bcc))
-	all = append(all, m.To...)
-	all = append(all, m.Cc...)
-	return append(all, m.Bcc...)
+// RecipientCount is the number of envelope recipients: To, Cc and Bcc.
+func (m Message) RecipientCount() int {
+	return len(m.To) + len(m.Cc) + len(m.Bcc)
 }

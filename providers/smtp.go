@@ -233,7 +233,7 @@ func (p *SMTP) buildMsg(m Message) (*mail.Msg, error) {
 	if err := checkHeaderValues(m); err != nil {
 		return nil, err
 	}
-	if len(m.To)+len(m.Cc)+len(m.Bcc) == 0 {
+	if m.RecipientCount() == 0 {
 		return nil, errors.New("smtp: message has no recipients")
 	}
 	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())

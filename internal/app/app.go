@@ -150,9 +150,6 @@ func (a *App) restoreThrottle(ctx context.Context) error {
 // Handler is the HTTP handler of the whole API.
 func (a *App) Handler() http.Handler { return a.handler }
 
-// Config is the effective configuration (with defaults the app filled in).
-func (a *App) Config() config.Config { return a.cfg }
-
 // Serve serves HTTP on l until ctx ends, then shuts down gracefully: stop
 // accepting, let in-flight requests (and so in-flight sends) finish and be
 // recorded, then close the provider and the database.
