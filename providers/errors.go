@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wneessen/go-mail"
 )
@@ -15,21 +16,43 @@ import (
 // ErrClosed is returned by Send after Close.
 var ErrClosed = errors.New("smtp: provider is closed")
 
-// SendError is an SMTP delivery failure. Its message is a sentence the user
-// who asked for the send can act on ("smtp: recipient rejected: 550 5.1.1
-// ..."); it never contains the SMTP password.
+// SendError is a failed delivery attempt, from any provider. Its message is
+// a sentence the user who asked for the send can act on ("smtp: recipient
+// rejected: 550 5.1.1 ..."); it never contains a password or an API key.
+//
+// It sorts the failure for the send pipeline's retry rules into exactly one
+// of three kinds:
+//   - Temporary: the provider certainly did not take the message, and the
+//     same message may be accepted later (SMTP 4xx, a refused or reset
+//     connection before the message was handed over, HTTP 429 or 5xx).
+//     The pipeline may retry, after RetryAfter if the provider gave one.
+//   - Unknown: the message was handed over and no verdict came back (no
+//     reply after the end of DATA, a response that never arrived). It may
+//     have been delivered: never retried, and counted by the throttle.
+//   - neither: permanent (SMTP 5xx, HTTP 4xx, bad credentials, a TLS
+//     mismatch). Not retried; the throttle slot is given back.
 type SendError struct {
-	// Code is the server's SMTP reply code, or 0 when the server did not
-	// answer (unreachable, connection lost).
+	// Code is the server's SMTP reply code or the HTTP status, or 0 when
+	// the server did not answer (unreachable, connection lost).
 	Code int
-	// Temporary reports a 4xx reply or a network failure: the same message
-	// may be accepted later. 5xx replies and configuration mismatches
-	// (no STARTTLS, bad credentials) are not temporary.
+	// Temporary reports a failure after which the message was certainly
+	// not taken and may be accepted later.
 	Temporary bool
+	// Unknown reports that the message may have been delivered.
+	Unknown bool
+	// RetryAfter is the provider's own hint (an HTTP Retry-After header),
+	// or 0 when it gave none.
+	RetryAfter time.Duration
 	// Err is the underlying error, for errors.Is and errors.As.
 	Err error
 
 	msg string
+}
+
+// NewSendError returns a SendError with the given user-facing message; the
+// caller sets the kind and the code.
+func NewSendError(msg string, err error) *SendError {
+	return &SendError{Err: err, msg: msg}
 }
 
 // Error implements error.
@@ -89,14 +112,18 @@ func deliveryError(err error) *SendError {
 	case mail.ErrConnCheck, mail.ErrWriteContent:
 		what = "connection lost"
 	}
+	// Without a reply to the final ".", the server may have queued the
+	// message: its fate is unknown, and retrying could deliver it twice.
+	unknown := se.Reason == mail.ErrSMTPDataClose && !replied
 	if replied {
 		temporary = code/100 == 4
-	} else if what != "send failed" {
+	} else if what != "send failed" && !unknown {
 		temporary = true
 	}
 	return &SendError{
 		Code:      code,
 		Temporary: temporary,
+		Unknown:   unknown,
 		Err:       err,
 		msg:       fmt.Sprintf("smtp: %s: %s", what, sendErrorDetail(se)),
 	}
