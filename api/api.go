@@ -6,8 +6,10 @@ package api
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/nornweave/nornweave/skuld"
@@ -26,6 +28,9 @@ type Store interface {
 	Message(ctx context.Context, id string) (*store.Message, error)
 	Messages(ctx context.Context, f store.MessageFilter) ([]store.Message, int64, error)
 	Ready(ctx context.Context) error
+	ClaimIdempotencyKey(ctx context.Context, k *store.IdempotencyKey, notBefore time.Time) (*store.IdempotencyKey, error)
+	CompleteIdempotencyKey(ctx context.Context, key string, status int, body string) error
+	ReleaseIdempotencyKey(ctx context.Context, key, owner string) error
 }
 
 // Sender runs the send pipeline.
@@ -33,9 +38,9 @@ type Sender interface {
 	Send(ctx context.Context, req skuld.SendRequest) (*store.Message, error)
 }
 
-// Limiter reports the state of the send throttle.
+// Limiter reports the state of the send throttle at a monotonic instant.
 type Limiter interface {
-	State(now time.Time) skuld.State
+	State(now time.Duration) skuld.State
 }
 
 // Options configures the API. Store, Sender and Limiter are required.
@@ -56,7 +61,12 @@ type Options struct {
 	AttachmentMaxSize      int64
 	AttachmentMaxTotalSize int64
 	AttachmentMaxCount     int
-	Now                    func() time.Time
+	// Clock is the time: wall for timestamps, monotonic for the throttle.
+	// Nil: a skuld.SystemClock.
+	Clock skuld.Clock
+	// InstanceID names this server process in the idempotency keys it
+	// claims; nil: a new UUID.
+	InstanceID string
 }
 
 // API holds the handlers' dependencies.
@@ -64,19 +74,35 @@ type API struct {
 	Options
 	logger    *slog.Logger
 	bodyLimit int64
+	instance  string
+	draining  atomic.Bool
 }
 
+// Server is the HTTP handler of the whole API.
+type Server struct {
+	*echo.Echo
+	api *API
+}
+
+// Drain makes every later request (but /health) a 503 with Retry-After: the
+// first step of a graceful shutdown, while the sends in flight finish.
+func (s *Server) Drain() { s.api.draining.Store(true) }
+
 // New returns the HTTP handler of the whole API.
-func New(o Options) *echo.Echo {
+func New(o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = skuld.NewSystemClock()
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = uuid.NewString()
 	}
 	a := &API{
-		Options: o,
-		logger:  o.Logger,
+		Options:  o,
+		logger:   o.Logger,
+		instance: o.InstanceID,
 		// Base64 makes attachments a third larger; leave room for the rest
 		// of the JSON (body, html, addresses).
 		bodyLimit: o.AttachmentMaxTotalSize*4/3 + 4<<20,
@@ -87,5 +113,5 @@ func New(o Options) *echo.Echo {
 	e.JSONSerializer = jsonSerializer{}
 	a.middleware(e)
 	a.routes(e)
-	return e
+	return &Server{Echo: e, api: a}
 }

@@ -38,7 +38,7 @@ func (a *API) createInbox(c echo.Context) error {
 	if parsed, perr := mail.ParseAddress(addr); perr != nil || parsed.Address != addr || strings.Count(addr, "@") != 1 {
 		return fieldError("Invalid email username: "+username, "value_error", "body", "email_username")
 	}
-	now := a.Now().UTC()
+	now := a.Clock.Now().UTC()
 	in := &store.Inbox{ID: uuid.NewString(), EmailAddress: addr, Name: name, CreatedAt: now, UpdatedAt: now}
 	err = a.Store.CreateInbox(c.Request().Context(), in)
 	if errors.Is(err, store.ErrConflict) {

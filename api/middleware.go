@@ -22,7 +22,7 @@ import (
 // final status), panic recovery, CORS and the body-size limit.
 func (a *API) middleware(e *echo.Echo) {
 	e.Pre(middleware.RemoveTrailingSlash())
-	e.Use(a.requestID, a.accessLog)
+	e.Use(a.requestID, a.accessLog, a.drain)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 			a.logger.ErrorContext(c.Request().Context(), "panic", slog.Any("error", err),
@@ -41,6 +41,27 @@ func (a *API) middleware(e *echo.Echo) {
 		}))
 	}
 	e.Use(middleware.BodyLimit(strconv.FormatInt(a.bodyLimit, 10) + "B"))
+}
+
+// drainRetryAfter is what a request refused during shutdown is told: about
+// the time a restart takes.
+const drainRetryAfter = "5"
+
+// drain refuses new requests once the server has begun to shut down, with a
+// 503 the client can retry (against this server restarted, or another
+// behind the same balancer) rather than a reset connection; /health still
+// answers, since the process is alive. Requests already inside a handler
+// finish normally.
+func (a *API) drain(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !a.draining.Load() || c.Path() == "/health" {
+			return next(c)
+		}
+		h := c.Response().Header()
+		h.Set("Retry-After", drainRetryAfter)
+		h.Set(echo.HeaderConnection, "close")
+		return newError(http.StatusServiceUnavailable, "shutting_down", "Server is shutting down; retry shortly")
+	}
 }
 
 // requestID gives every request an id: the client's X-Request-Id when it is

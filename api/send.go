@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/store"
 )
 
 // maxRecipients caps to+cc+bcc of one message, as the large providers do
@@ -22,18 +24,32 @@ const maxRecipients = 50
 const maxSubjectLen = 998
 
 func (a *API) sendMessage(c echo.Context) error {
-	// Whatever the answer, it describes the throttle as of the moment it is written.
-	c.Response().Before(func() { a.setRateLimitHeaders(c) })
+	// Whatever the answer, it describes the throttle as of the moment it
+	// is written; a refusal's headers describe the refusal.
+	var refusal *skuld.RateLimitedError
+	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal) })
+	key, hash, err := a.readIdempotencyKey(c)
+	if err != nil {
+		return err
+	}
 	req, err := a.bindSend(c)
 	if err != nil {
 		return err
 	}
+	if key != "" {
+		return a.sendIdempotent(c, key, hash, req, &refusal)
+	}
 	m, err := a.Sender.Send(c.Request().Context(), req)
 	if err != nil {
+		errors.As(err, &refusal)
 		return err
 	}
-	return c.JSON(http.StatusCreated, sendResponse{ID: m.ID, ThreadID: m.ThreadID,
-		ProviderMessageID: m.ProviderMessageID, Status: m.Status, Error: m.Error})
+	return c.JSON(http.StatusCreated, sendResponseOf(m))
+}
+
+func sendResponseOf(m *store.Message) sendResponse {
+	return sendResponse{ID: m.ID, ThreadID: m.ThreadID, ProviderMessageID: m.ProviderMessageID,
+		Status: m.Status, Error: m.Error}
 }
 
 // bindSend reads and validates a send request: schema problems are one 422

@@ -46,3 +46,23 @@ type Attachment struct {
 func (m Message) RecipientCount() int {
 	return len(m.To) + len(m.Cc) + len(m.Bcc)
 }
+
+// minTransferRate is the slowest link a message is assumed to cross,
+// 256 KiB/s (about 2 Mbit/s): a 25 MiB attachment may legitimately take
+// 100 s to hand over, far past a timeout fit for a short message.
+const minTransferRate = 256 << 10
+
+// TransferAllowance is the time a message of size bytes may take to
+// transmit at the slowest rate assumed, added to a provider's timeout.
+func TransferAllowance(size int) time.Duration {
+	return time.Duration(size) * time.Second / minTransferRate
+}
+
+// Size is the bytes of content in m: both bodies and the attachments.
+func (m Message) Size() int {
+	n := len(m.Text) + len(m.HTML)
+	for _, a := range m.Attachments {
+		n += len(a.Content)
+	}
+	return n
+}

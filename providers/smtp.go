@@ -188,7 +188,7 @@ func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
 	}
 	defer p.release()
 
-	reused, err := p.send(ctx, msg)
+	reused, err := p.send(ctx, msg, p.transactionTimeout(ctx, m))
 	attrs := []any{
 		slog.String("message_id", m.MessageID),
 		slog.Int64("duration_ms", p.now().Sub(start).Milliseconds()),
@@ -203,6 +203,19 @@ func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
 		return msg.GetMessageID(), nil
 	}
 	return m.MessageID, nil
+}
+
+// transactionTimeout bounds one mail transaction: Timeout plus the time a
+// message of m's size may take to transmit, so that a large message is not
+// cut off (and left with an unknown fate) by a deadline fit for a short
+// one; and never past ctx's deadline, which the send pipeline's budget for
+// the attempt sets.
+func (p *SMTP) transactionTimeout(ctx context.Context, m Message) time.Duration {
+	d := p.timeout + TransferAllowance(m.Size())
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	return max(d, time.Millisecond)
 }
 
 // Close QUITs the idle connections and makes later Sends fail with

@@ -47,9 +47,9 @@ func (p *SMTP) release() { <-p.slots }
 
 // send delivers msg on the most recently used idle connection, or a new
 // one. It reports whether the message went out on a reused connection.
-func (p *SMTP) send(ctx context.Context, msg *mail.Msg) (reused bool, err error) {
+func (p *SMTP) send(ctx context.Context, msg *mail.Msg, timeout time.Duration) (reused bool, err error) {
 	if c := p.take(); c != nil {
-		err := p.deliver(c, msg)
+		err := p.deliver(c, msg, timeout)
 		if !deadBeforeMail(err) {
 			return true, err
 		}
@@ -62,7 +62,7 @@ func (p *SMTP) send(ctx context.Context, msg *mail.Msg) (reused bool, err error)
 	if err != nil {
 		return false, err
 	}
-	return false, p.deliver(c, msg)
+	return false, p.deliver(c, msg, timeout)
 }
 
 // take pops the most recently used idle connection, closing any that have
@@ -110,13 +110,12 @@ func (p *SMTP) quit(c *conn) {
 	}
 }
 
-// deliver runs one mail transaction on c and then pools or closes c: it is
-// kept only after success or a clean rejection, when the session state is
-// known.
-func (p *SMTP) deliver(c *conn, msg *mail.Msg) error {
-	// A pooled connection's deadline has passed while it sat idle; without
-	// a fresh one go-mail's NOOP check would time out at once.
-	_ = c.c.UpdateDeadline(p.timeout)
+// deliver runs one mail transaction on c, bounded by timeout, and then
+// pools or closes c: it is kept only after success or a clean rejection,
+// when the session state is known.
+func (p *SMTP) deliver(c *conn, msg *mail.Msg, timeout time.Duration) error {
+	// A pooled connection's deadline has passed while it sat idle.
+	_ = c.c.UpdateDeadline(timeout)
 	err := p.client.SendWithSMTPClient(c.c, msg)
 	if err == nil {
 		p.put(c)

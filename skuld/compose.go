@@ -22,7 +22,10 @@ func (s *Sender) build(req SendRequest, inbox *store.Inbox, thread *store.Thread
 			return nil, nil, nil, err
 		}
 	}
-	id := uuid.NewString()
+	id := req.MessageID
+	if id == "" {
+		id = uuid.NewString()
+	}
 	m := &store.Message{
 		ID: id, InboxID: inbox.ID, Direction: store.DirectionOutbound, Status: store.StatusSending,
 		MessageIDHeader: "<" + id + "@" + domainOf(inbox.EmailAddress) + ">",

@@ -13,6 +13,9 @@ import (
 // the admitted path, as rate.Limiter.Allow does with rate.Inf-like limits.
 const neverFull = 1 << 50
 
+// clock is the system clock the benchmarks read, as the server does.
+var clock = NewSystemClock()
+
 // The limiter benchmarks read the clock once per iteration, like
 // rate.Limiter.Allow, and use it for both Reserve and Commit.
 
@@ -20,8 +23,8 @@ func BenchmarkLimiterReserveCommit(b *testing.B) {
 	l := NewGlobalRateLimiter(neverFull, neverFull)
 	b.ReportAllocs()
 	for b.Loop() {
-		now := time.Now()
-		r, err := l.Reserve(now)
+		now := clock.Mono()
+		r, err := l.Reserve(now, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -33,7 +36,7 @@ func BenchmarkLimiterReserveRelease(b *testing.B) {
 	l := NewGlobalRateLimiter(neverFull, neverFull)
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := l.Reserve(time.Now())
+		r, err := l.Reserve(clock.Mono(), 0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -46,8 +49,8 @@ func BenchmarkLimiterReserveCommitParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			now := time.Now()
-			r, err := l.Reserve(now)
+			now := clock.Mono()
+			r, err := l.Reserve(now, 0)
 			if err != nil {
 				b.Error(err)
 				return
@@ -87,11 +90,11 @@ func BenchmarkXTimeRateAllowParallel(b *testing.B) {
 
 func BenchmarkLimiterReserveCommitFixedClock(b *testing.B) {
 	l := NewGlobalRateLimiter(neverFull, neverFull)
-	now := time.Now()
+	now := clock.Mono()
 	b.ReportAllocs()
 	for b.Loop() {
-		now = now.Add(time.Microsecond)
-		r, err := l.Reserve(now)
+		now += time.Microsecond
+		r, err := l.Reserve(now, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestLimiterConcurrentBurst(t *testing.T) {
 
 // reserveAll starts n goroutines that Reserve at the same instant once they
 // are all ready, and returns the admitted reservations and the refusals.
-func reserveAll(t *testing.T, l *GlobalRateLimiter, now time.Time, n int) ([]Reservation, int) {
+func reserveAll(t *testing.T, l *GlobalRateLimiter, now time.Duration, n int) ([]Reservation, int) {
 	t.Helper()
 	start := make(chan struct{})
 	results := make(chan Reservation, n)
@@ -45,7 +45,7 @@ func reserveAll(t *testing.T, l *GlobalRateLimiter, now time.Time, n int) ([]Res
 	for range n {
 		wg.Go(func() {
 			<-start
-			r, err := l.Reserve(now)
+			r, err := l.Reserve(now, 0)
 			if err == nil {
 				results <- r
 				return
@@ -81,7 +81,7 @@ func TestLimiterConcurrentCommitOrRelease(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(w)))
 			for i := range attempts {
 				now := at(time.Duration(i) * time.Second)
-				r, err := l.Reserve(now)
+				r, err := l.Reserve(now, 0)
 				if err != nil {
 					continue
 				}
@@ -117,7 +117,7 @@ func TestLimiterSlidingPromise(t *testing.T) {
 	var now time.Duration
 	for range 20000 {
 		now += time.Duration(rng.Int64N(int64(4 * time.Second)))
-		r, err := l.Reserve(at(now))
+		r, err := l.Reserve(at(now), 0)
 		if err != nil {
 			continue
 		}

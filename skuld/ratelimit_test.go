@@ -7,19 +7,17 @@ import (
 	"time"
 )
 
-// at is the injected clock: a fixed instant, aligned to a whole hour so that
-// bucket boundaries fall on whole offsets, plus an offset.
-func at(offset time.Duration) time.Time {
-	return time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(offset)
-}
+// at is the injected monotonic clock reading: the origin, on which bucket
+// boundaries fall, plus an offset.
+func at(offset time.Duration) time.Duration { return offset }
 
 // sec turns fractional seconds into a Duration, for readable offsets.
 func sec(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // send reserves and commits one send at now, failing the test on refusal.
-func send(t *testing.T, l *GlobalRateLimiter, now time.Time) {
+func send(t *testing.T, l *GlobalRateLimiter, now time.Duration) {
 	t.Helper()
-	r, err := l.Reserve(now)
+	r, err := l.Reserve(now, 0)
 	if err != nil {
 		t.Fatalf("Reserve(%v): got error %v, want admission", now, err)
 	}
@@ -28,9 +26,9 @@ func send(t *testing.T, l *GlobalRateLimiter, now time.Time) {
 
 // probe reports the windows that refuse a send at now (nil if admitted); an
 // admitted probe is released so it leaves no trace.
-func probe(t *testing.T, l *GlobalRateLimiter, now time.Time) []string {
+func probe(t *testing.T, l *GlobalRateLimiter, now time.Duration) []string {
 	t.Helper()
-	r, err := l.Reserve(now)
+	r, err := l.Reserve(now, 0)
 	if err == nil {
 		r.Release()
 		return nil
@@ -168,11 +166,11 @@ func TestLimiterRetryAfter(t *testing.T) {
 				l.Restore(at(s))
 			}
 			for range tt.inFlight {
-				if _, err := l.Reserve(at(tt.probeAt)); err != nil {
+				if _, err := l.Reserve(at(tt.probeAt), 0); err != nil {
 					t.Fatalf("Reserve: got %v, want admission", err)
 				}
 			}
-			_, err := l.Reserve(at(tt.probeAt))
+			_, err := l.Reserve(at(tt.probeAt), 0)
 			var rle *RateLimitedError
 			if !errors.As(err, &rle) {
 				t.Fatalf("Reserve: got %v, want *RateLimitedError", err)
@@ -191,11 +189,11 @@ func TestLimiterRetryAfter(t *testing.T) {
 // until it is settled, a Release gives it back, and only Commit counts.
 func TestLimiterReservationLifecycle(t *testing.T) {
 	l := NewGlobalRateLimiter(2, 0)
-	r1, err := l.Reserve(at(0))
+	r1, err := l.Reserve(at(0), 0)
 	if err != nil {
 		t.Fatalf("first Reserve: got %v, want admission", err)
 	}
-	r2, err := l.Reserve(at(0))
+	r2, err := l.Reserve(at(0), 0)
 	if err != nil {
 		t.Fatalf("second Reserve: got %v, want admission", err)
 	}
@@ -226,8 +224,8 @@ func TestLimiterAdmitAllocs(t *testing.T) {
 	l := NewGlobalRateLimiter(1<<40, 1<<40)
 	now := at(0)
 	n := testing.AllocsPerRun(1000, func() {
-		now = now.Add(time.Millisecond)
-		r, err := l.Reserve(now)
+		now += time.Millisecond
+		r, err := l.Reserve(now, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +238,7 @@ func TestLimiterAdmitAllocs(t *testing.T) {
 
 func TestLimiterSettleTwicePanics(t *testing.T) {
 	l := NewGlobalRateLimiter(5, 0)
-	r, _ := l.Reserve(at(0))
+	r, _ := l.Reserve(at(0), 0)
 	r.Release()
 	func() {
 		defer func() {
@@ -274,7 +272,7 @@ func TestLimiterState(t *testing.T) {
 	l := NewGlobalRateLimiter(5, 100)
 	send(t, l, at(0))
 	send(t, l, at(sec(10)))
-	if _, err := l.Reserve(at(sec(15))); err != nil {
+	if _, err := l.Reserve(at(sec(15)), 0); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -331,10 +329,10 @@ func TestRateLimitedErrorText(t *testing.T) {
 			for range 4 {
 				send(t, l, at(0))
 			}
-			if _, err := l.Reserve(at(0)); err != nil { // the fifth stays in flight
+			if _, err := l.Reserve(at(0), 0); err != nil { // the fifth stays in flight
 				t.Fatal(err)
 			}
-			_, err := l.Reserve(at(0))
+			_, err := l.Reserve(at(0), 0)
 			if err == nil {
 				t.Fatal("got admission, want refusal")
 			}

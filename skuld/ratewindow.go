@@ -11,7 +11,7 @@ const ringSize = 64
 
 // window is one sliding window: a ring of buckets of committed sends plus a
 // count of reservations in flight. Bucket b covers [b*width, (b+1)*width) in
-// Unix nanoseconds and counts until (b+1)*width+span <= now.
+// nanoseconds of the monotonic axis and counts until (b+1)*width+span <= now.
 type window struct {
 	limit    int
 	width    int64 // bucket width, ns
@@ -78,43 +78,51 @@ func (w *window) full() bool { return w.limit > 0 && w.counted() >= w.limit }
 
 func (w *window) expiry(b int64) int64 { return (b+1)*w.width + w.span }
 
-// wait returns the nanoseconds from now until need committed sends have
-// left the window, walking the buckets oldest first. If the committed sends
-// are too few because the rest are in flight, those are assumed to commit
-// now and leave with the current bucket.
-func (w *window) wait(now int64, need int) int64 {
-	last := floorDiv(now, w.width)
-	freed := 0
+// wait returns the nanoseconds from now until need counted sends have left
+// the window, oldest first. late holds, ascending, the moment each send in
+// flight commits at the latest; it is assumed to commit then and to leave
+// with that moment's bucket.
+func (w *window) wait(now int64, need int, late []int64) int64 {
+	freed, i := 0, 0
 	for b := w.lo; b < w.lo+ringSize; b++ {
 		s := &w.slots[b&(ringSize-1)]
 		if s.idx != b || s.count == 0 {
 			continue
 		}
-		freed += s.count
-		if freed >= need {
+		// In-flight sends that leave before this bucket do so first.
+		for ; i < len(late) && w.expiry(floorDiv(late[i], w.width)) <= w.expiry(b); i++ {
+			if freed++; freed >= need {
+				return w.expiry(floorDiv(late[i], w.width)) - now
+			}
+		}
+		if freed += s.count; freed >= need {
 			return w.expiry(b) - now
 		}
-		last = max(last, b)
 	}
-	return w.expiry(last) - now
+	for ; i < len(late); i++ {
+		if freed++; freed >= need {
+			return w.expiry(floorDiv(late[i], w.width)) - now
+		}
+	}
+	return 0 // fewer counted than need: nothing to wait for
 }
 
 // retryAfter is wait for a full window: enough sends must leave to bring
 // the count below the limit.
-func (w *window) retryAfter(now int64) int64 {
-	return w.wait(now, w.counted()-w.limit+1)
+func (w *window) retryAfter(now int64, late []int64) int64 {
+	return w.wait(now, w.counted()-w.limit+1, late)
 }
 
-func (w *window) state(now int64) WindowState {
+func (w *window) state(now int64, late []int64) WindowState {
 	st := WindowState{Limit: w.limit, Used: w.used, InFlight: w.inFlight}
 	if w.limit > 0 {
 		st.Remaining = max(0, w.limit-w.counted())
 	}
 	switch {
 	case w.full():
-		st.ResetSeconds = ceilSeconds(w.retryAfter(now))
+		st.ResetSeconds = ceilSeconds(w.retryAfter(now, late))
 	case w.used > 0:
-		st.ResetSeconds = ceilSeconds(w.wait(now, 1))
+		st.ResetSeconds = ceilSeconds(w.wait(now, 1, late[:0]))
 	}
 	return st
 }

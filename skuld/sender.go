@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +21,7 @@ type Store interface {
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
 	Thread(ctx context.Context, id string) (*store.Thread, error)
 	LastMessage(ctx context.Context, threadID string) (*store.Message, error)
-	CreateMessage(ctx context.Context, m *store.Message, atts []store.Attachment, newThread *store.Thread) error
+	CreateMessage(ctx context.Context, m *store.Message, atts []store.Attachment, newThread *store.Thread, slot *store.SendSlot) error
 	UpdateMessageOutcome(ctx context.Context, id string, o store.Outcome) error
 }
 
@@ -32,6 +34,9 @@ type Provider interface {
 // SendRequest is one validated send. Addresses are RFC 5322 addresses
 // (a display name is allowed); Attachments carry decoded content.
 type SendRequest struct {
+	// MessageID, when set, is the id the message is recorded under; the
+	// API assigns it before the send to tie an Idempotency-Key to it.
+	MessageID       string
 	InboxID         string
 	To, Cc, Bcc     []string
 	ReplyTo         []string
@@ -50,12 +55,25 @@ type Options struct {
 	Filter   *DomainFilter // nil allows every domain
 	Renderer *Renderer     // nil: a default Renderer
 	Logger   *slog.Logger
-	// SendTimeout bounds one provider call (default 60 s). The call does not
-	// follow the request's cancellation: once a send starts, it finishes and
-	// is recorded even if the client goes away.
+	Clock    Clock // nil: a SystemClock
+	// SendTimeout bounds one provider attempt for a small message (default
+	// 60 s); a large message gets longer (see providers.TransferAllowance).
+	// Attempts do not follow the request's cancellation: once a send
+	// starts, it finishes and is recorded even if the client goes away.
 	SendTimeout time.Duration
-	Now         func() time.Time // default time.Now
+	// RetryMax is how many times a temporary failure is retried after the
+	// first attempt (0: never).
+	RetryMax int
+	// RetryDeadline is how long after admission a retry may still start
+	// (default 30 s).
+	RetryDeadline time.Duration
+	// RetryBackoff is the first wait between attempts (default 500 ms); it
+	// doubles each time, with jitter, up to maxBackoff.
+	RetryBackoff time.Duration
 }
+
+// maxBackoff caps one wait between attempts.
+const maxBackoff = 10 * time.Second
 
 // Sender runs the send pipeline: load → domain filter → throttle → record →
 // provider → record the outcome. It is safe for concurrent use; Shutdown
@@ -76,11 +94,18 @@ func NewSender(o Options) *Sender {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Clock == nil {
+		o.Clock = NewSystemClock()
+	}
 	if o.SendTimeout <= 0 {
 		o.SendTimeout = 60 * time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	o.RetryMax = max(o.RetryMax, 0)
+	if o.RetryDeadline <= 0 {
+		o.RetryDeadline = 30 * time.Second
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 500 * time.Millisecond
 	}
 	return &Sender{o: o}
 }
@@ -107,7 +132,8 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 		return nil, err
 	}
 
-	res, err := s.o.Limiter.Reserve(s.o.Now())
+	b := s.budget(m.Size)
+	res, err := s.o.Limiter.Reserve(b.reserved, b.lease)
 	if err != nil {
 		var rl *RateLimitedError
 		if errors.As(err, &rl) {
@@ -126,11 +152,13 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	// From here on the send must finish and be recorded even if the client
 	// disconnects or the server begins to shut down.
 	ctx = context.WithoutCancel(ctx)
-	m.CreatedAt = s.o.Now().UTC()
+	now := s.o.Clock.Now().UTC()
+	m.CreatedAt = now
 	if newThread != nil {
 		newThread.CreatedAt, newThread.LastMessageAt = m.CreatedAt, m.CreatedAt
 	}
-	if err := s.o.Store.CreateMessage(ctx, m, atts, newThread); err != nil {
+	slot := &store.SendSlot{ReservedAt: now, Deadline: now.Add(b.lease)}
+	if err := s.o.Store.CreateMessage(ctx, m, atts, newThread, slot); err != nil {
 		res.Release()
 		if errors.Is(err, store.ErrNotFound) {
 			// The inbox (and so its threads) was deleted since it was loaded.
@@ -138,37 +166,133 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 		}
 		return nil, fmt.Errorf("skuld: record message: %w", err)
 	}
-	s.deliver(ctx, res, m, inbox, req)
+	s.deliver(ctx, res, b, m, inbox, req)
 	return m, nil
 }
 
-// deliver calls the provider, settles the reservation and records the outcome.
-func (s *Sender) deliver(ctx context.Context, res Reservation, m *store.Message, inbox *store.Inbox, req SendRequest) {
-	sendCtx, cancel := context.WithTimeout(ctx, s.o.SendTimeout)
-	providerID, sendErr := s.o.Provider.Send(sendCtx, providerMessage(m, inbox, req))
-	cancel()
+// budget is the time one send may take, fixed at admission.
+type budget struct {
+	reserved time.Duration // Mono at admission
+	attempt  time.Duration // the longest one provider attempt may take
+	// lease is the longest the whole send may take from admission, every
+	// retry included: it commits or is released by reserved+lease. The
+	// throttle assumes the worst of it for Retry-After, and a crash counts
+	// the send at reserved+lease (or the restart, if sooner).
+	lease time.Duration
+}
 
-	now := s.o.Now().UTC()
+func (s *Sender) budget(size int) budget {
+	attempt := s.o.SendTimeout + providers.TransferAllowance(size)
+	return budget{reserved: s.o.Clock.Mono(), attempt: attempt, lease: s.o.RetryDeadline + attempt}
+}
+
+// deliver calls the provider, retrying temporary failures within the
+// budget, then settles the reservation and records the outcome, on every
+// path: success counts, a failure that may have delivered counts, and only
+// a certain failure gives the slot back.
+func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *store.Message, inbox *store.Inbox, req SendRequest) {
+	pm := providerMessage(m, inbox, req)
+	var (
+		providerID string
+		sendErr    error
+	)
+	for attempt := 1; ; attempt++ {
+		left := b.reserved + b.lease - s.o.Clock.Mono()
+		providerID, sendErr = s.attempt(ctx, pm, min(b.attempt, left))
+		if sendErr == nil || !temporary(sendErr) || attempt > s.o.RetryMax {
+			break
+		}
+		wait := s.backoff(attempt, sendErr)
+		if s.o.Clock.Mono()+wait-b.reserved > s.o.RetryDeadline {
+			break
+		}
+		s.o.Logger.WarnContext(ctx, "provider failed temporarily, retrying", slog.String("message_id", m.ID),
+			slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.Any("error", sendErr))
+		time.Sleep(wait)
+	}
+
+	now := s.o.Clock.Now().UTC()
 	var out store.Outcome
-	if sendErr != nil {
+	switch {
+	case sendErr == nil:
+		res.Commit(s.o.Clock.Mono())
+		out = store.Outcome{Status: store.StatusSent, ProviderMessageID: &providerID, SentAt: &now, CountedAt: &now}
+		s.o.Logger.InfoContext(ctx, "message sent", slog.String("message_id", m.ID),
+			slog.String("provider", s.o.Provider.Name()))
+	case deliveryUnknown(sendErr):
+		// It may have gone out: it counts, now and after any restart.
+		res.Commit(s.o.Clock.Mono())
+		msg := "delivery unknown: " + userError(sendErr)
+		out = store.Outcome{Status: store.StatusFailed, Error: &msg, CountedAt: &now}
+		s.o.Logger.WarnContext(ctx, "provider outcome unknown; counted as sent", slog.String("message_id", m.ID),
+			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
+	default:
 		res.Release()
 		msg := userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg}
 		s.o.Logger.WarnContext(ctx, "provider refused message", slog.String("message_id", m.ID),
 			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
-	} else {
-		res.Commit(now)
-		out = store.Outcome{Status: store.StatusSent, ProviderMessageID: &providerID, SentAt: &now}
-		s.o.Logger.InfoContext(ctx, "message sent", slog.String("message_id", m.ID),
-			slog.String("provider", s.o.Provider.Name()))
 	}
 	m.Status, m.ProviderMessageID, m.Error, m.SentAt = out.Status, out.ProviderMessageID, out.Error, out.SentAt
 	if err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out); err != nil {
 		// The provider has answered and the throttle is settled; the row
-		// stays "sending" and is resolved at the next start-up.
+		// stays "sending" and its slot in flight, both resolved at the
+		// next start-up, where the slot counts.
 		s.o.Logger.ErrorContext(ctx, "record send outcome", slog.String("message_id", m.ID),
 			slog.String("status", out.Status), slog.Any("error", err))
 	}
+}
+
+// attempt makes one provider call bounded by timeout. A provider that
+// panics may have sent the message: that is an unknown outcome, not a
+// crashed request with its reservation leaked.
+func (s *Sender) attempt(ctx context.Context, pm providers.Message, timeout time.Duration) (id string, err error) {
+	if timeout <= 0 {
+		return "", context.DeadlineExceeded
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			s.o.Logger.ErrorContext(ctx, "provider panicked", slog.String("provider", s.o.Provider.Name()),
+				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			pe := providers.NewSendError(s.o.Provider.Name()+": the provider failed unexpectedly", fmt.Errorf("panic: %v", r))
+			pe.Unknown = true
+			id, err = "", pe
+		}
+	}()
+	return s.o.Provider.Send(ctx, pm)
+}
+
+// backoff is the wait before retry number attempt: exponential with equal
+// jitter, so that clients failing together do not retry together, and
+// never shorter than the provider asked.
+func (s *Sender) backoff(attempt int, err error) time.Duration {
+	d := min(s.o.RetryBackoff<<(attempt-1), maxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	var se *providers.SendError
+	if errors.As(err, &se) {
+		d = max(d, se.RetryAfter)
+	}
+	return d
+}
+
+// temporary reports a failure after which the message was certainly not
+// taken and may be accepted later. A deadline that struck before the
+// provider began (waiting for a connection) is one.
+func temporary(err error) bool {
+	var se *providers.SendError
+	if errors.As(err, &se) {
+		return se.Temporary
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// deliveryUnknown reports a failure after which the message may have been
+// delivered.
+func deliveryUnknown(err error) bool {
+	var se *providers.SendError
+	return errors.As(err, &se) && se.Unknown
 }
 
 // load fetches the inbox, the reply thread and the message it answers.

@@ -22,6 +22,7 @@ type memStore struct {
 	inboxes  map[string]*store.Inbox
 	threads  map[string]*store.Thread
 	messages []*store.Message
+	slots    map[string]*store.SendSlot
 	outcomes map[string]store.Outcome
 }
 
@@ -29,6 +30,7 @@ func newMemStore() *memStore {
 	return &memStore{
 		inboxes:  map[string]*store.Inbox{"ib1": {ID: "ib1", EmailAddress: "agent@acme.test", Name: "Agent"}},
 		threads:  map[string]*store.Thread{},
+		slots:    map[string]*store.SendSlot{},
 		outcomes: map[string]store.Outcome{},
 	}
 }
@@ -62,12 +64,16 @@ func (s *memStore) LastMessage(_ context.Context, threadID string) (*store.Messa
 	return nil, store.ErrNotFound
 }
 
-func (s *memStore) CreateMessage(_ context.Context, m *store.Message, _ []store.Attachment, t *store.Thread) error {
+func (s *memStore) CreateMessage(_ context.Context, m *store.Message, _ []store.Attachment, t *store.Thread, slot *store.SendSlot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.Status != store.StatusSending {
 		return errors.New("message must be recorded as sending first")
 	}
+	if slot == nil || !slot.Deadline.After(slot.ReservedAt) {
+		return errors.New("a send must be recorded with its slot and a deadline after its reservation")
+	}
+	s.slots[m.ID] = slot
 	if t != nil {
 		s.threads[t.ID] = t
 	}
@@ -89,14 +95,18 @@ func (s *memStore) count() int {
 	return len(s.messages)
 }
 
-// fakeProvider records what it was asked to send; err makes it fail, and
-// block, when set, holds every send until closed.
+// fakeProvider records what it was asked to send; err makes it fail, errs
+// makes the next attempts fail in turn, panics makes it panic, and block,
+// when set, holds every send until closed.
 type fakeProvider struct {
-	mu    sync.Mutex
-	sent  []providers.Message
-	err   error
-	block chan struct{}
-	start chan struct{}
+	mu       sync.Mutex
+	sent     []providers.Message
+	attempts int
+	err      error
+	errs     []error
+	panics   bool
+	block    chan struct{}
+	start    chan struct{}
 }
 
 func (p *fakeProvider) Name() string { return "fake" }
@@ -110,6 +120,15 @@ func (p *fakeProvider) Send(ctx context.Context, m providers.Message) (string, e
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.attempts++
+	if p.panics {
+		panic("provider bug")
+	}
+	if len(p.errs) > 0 {
+		err := p.errs[0]
+		p.errs = p.errs[1:]
+		return "", err
+	}
 	if p.err != nil {
 		return "", p.err
 	}
@@ -117,12 +136,49 @@ func (p *fakeProvider) Send(ctx context.Context, m providers.Message) (string, e
 	return "prov-" + m.MessageID, ctx.Err()
 }
 
-func newTestSender(t *testing.T, st *memStore, p *fakeProvider, perMinute int, filter *DomainFilter) (*Sender, *GlobalRateLimiter) {
+// fakeClock is a Clock whose wall time and monotonic reading the test moves
+// separately, as a corrected system clock does.
+type fakeClock struct {
+	mu   sync.Mutex
+	wall time.Time
+	mono time.Duration
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{wall: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wall
+}
+
+func (c *fakeClock) Mono() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mono
+}
+
+// advance lets time pass.
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall, c.mono = c.wall.Add(d), c.mono+d
+}
+
+// step sets the wall clock by d without time passing.
+func (c *fakeClock) step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall = c.wall.Add(d)
+}
+
+func newTestSender(t *testing.T, st Store, p *fakeProvider, perMinute int, filter *DomainFilter) (*Sender, *GlobalRateLimiter) {
 	t.Helper()
 	lim := NewGlobalRateLimiter(perMinute, 0)
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	return NewSender(Options{Store: st, Provider: p, Limiter: lim, Filter: filter,
-		Now: func() time.Time { return now }}), lim
+	return NewSender(Options{Store: st, Provider: p, Limiter: lim, Filter: filter, Clock: newFakeClock(),
+		RetryMax: 3, RetryBackoff: time.Millisecond}), lim
 }
 
 func TestSendRecordsAndSends(t *testing.T) {
@@ -145,7 +201,7 @@ func TestSendRecordsAndSends(t *testing.T) {
 	if want := "<" + m.ID + "@acme.test>"; p.sent[0].MessageID != want {
 		t.Errorf("Message-ID = %q, want %q", p.sent[0].MessageID, want)
 	}
-	if got := lim.State(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)).PerMinute.Used; got != 1 {
+	if got := lim.State(0).PerMinute.Used; got != 1 {
 		t.Errorf("throttle used = %d, want 1", got)
 	}
 }
@@ -160,7 +216,10 @@ func TestSendProviderFailureGivesSlotBack(t *testing.T) {
 	if m.Status != store.StatusFailed || m.Error == nil || !strings.Contains(*m.Error, "554") {
 		t.Fatalf("got status %q error %v, want failed with the provider's reason", m.Status, m.Error)
 	}
-	st1 := lim.State(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)).PerMinute
+	st1 := lim.State(0).PerMinute
+	if p.attempts != 1 {
+		t.Errorf("provider attempts = %d, want 1: a permanent failure is not retried", p.attempts)
+	}
 	if st1.Used != 0 || st1.InFlight != 0 {
 		t.Errorf("throttle after failure = %+v, want nothing counted", st1)
 	}
@@ -201,7 +260,7 @@ func TestSendStopsEarly(t *testing.T) {
 			if st.count() != 0 || len(p.sent) != 0 {
 				t.Errorf("recorded %d, sent %d; want nothing", st.count(), len(p.sent))
 			}
-			if w := lim.State(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)).PerMinute; w.Used+w.InFlight != 0 {
+			if w := lim.State(0).PerMinute; w.Used+w.InFlight != 0 {
 				t.Errorf("throttle = %+v, want untouched", w)
 			}
 		})
@@ -299,7 +358,7 @@ func TestShutdownDrainsInFlightSends(t *testing.T) {
 // the inbox is deleted while a send is in flight.
 type vanishingStore struct{ *memStore }
 
-func (vanishingStore) CreateMessage(context.Context, *store.Message, []store.Attachment, *store.Thread) error {
+func (vanishingStore) CreateMessage(context.Context, *store.Message, []store.Attachment, *store.Thread, *store.SendSlot) error {
 	return fmt.Errorf("store: create message: %w", store.ErrNotFound)
 }
 
@@ -312,7 +371,7 @@ func TestSendFromInboxDeletedMeanwhile(t *testing.T) {
 	if !errors.As(err, &nf) || nf.Kind != "Inbox" {
 		t.Fatalf("Send = %v, want Inbox not found", err)
 	}
-	if w := lim.State(time.Now()).PerMinute; w.Used+w.InFlight != 0 || len(p.sent) != 0 {
+	if w := lim.State(NewSystemClock().Mono()).PerMinute; w.Used+w.InFlight != 0 || len(p.sent) != 0 {
 		t.Errorf("throttle %+v, sent %d; want nothing taken, nothing sent", w, len(p.sent))
 	}
 }

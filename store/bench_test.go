@@ -38,7 +38,7 @@ func BenchmarkCreateMessage(b *testing.B) {
 					ToAddresses: StringList{"to@example.org"}, Text: "body", CreatedAt: t0.Add(time.Duration(i) * time.Millisecond)}
 				th := &Thread{InboxID: in.ID, Subject: "s", ParticipantHash: "h"}
 				atts := []Attachment{{Filename: "f.txt", ContentType: "text/plain", Disposition: "attachment", Size: 1}}
-				if err := s.CreateMessage(ctx, m, atts, th); err != nil {
+				if err := s.CreateMessage(ctx, m, atts, th, nil); err != nil {
 					b.Fatalf("CreateMessage: %v", err)
 				}
 			}

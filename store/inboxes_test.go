@@ -96,7 +96,7 @@ func TestDeleteInboxCascades(t *testing.T) {
 		m := &Message{InboxID: gone.ID, MessageIDHeader: "<1@example.com>", CreatedAt: t0}
 		th := &Thread{InboxID: gone.ID, Subject: "s", ParticipantHash: "h"}
 		atts := []Attachment{{Filename: "a.txt", ContentType: "text/plain", Disposition: "attachment", Size: 3}}
-		if err := s.CreateMessage(ctx, m, atts, th); err != nil {
+		if err := s.CreateMessage(ctx, m, atts, th, nil); err != nil {
 			t.Fatalf("CreateMessage: %v", err)
 		}
 		keptMsg, keptThread := mustSend(t, s, kept, nil, t0, nil)

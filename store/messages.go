@@ -10,8 +10,9 @@ import (
 )
 
 // CreateMessage writes, in one transaction, newThread (if non-nil), m, its
-// attachments, and moves the thread's last_message_at forward to
-// m.CreatedAt. Either all of it is stored or none.
+// attachments, the send's slot in the throttle's log (if slot is non-nil;
+// its ID and InboxID are m's), and moves the thread's last_message_at
+// forward to m.CreatedAt. Either all of it is stored or none.
 //
 // The arguments are completed in place with what is stored: empty ids get
 // new UUIDs (m.ThreadID defaults to newThread.ID), a zero m.CreatedAt
@@ -19,8 +20,11 @@ import (
 // m.CreatedAt, an empty Direction is outbound and an empty Status is
 // sending; all times are normalized to UTC microseconds. A missing inbox or
 // thread gives ErrNotFound.
-func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment, newThread *Thread) error {
+func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment, newThread *Thread, slot *SendSlot) error {
 	prepareMessage(m, s.db.NowFunc)
+	if slot != nil {
+		prepareSlot(slot, m)
+	}
 	if newThread != nil {
 		newID(&newThread.ID)
 		if m.ThreadID == "" {
@@ -37,7 +41,7 @@ func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment
 	}
 
 	if s.driver == DriverPostgres && len(atts) == 0 {
-		err := s.createMessagePostgres(ctx, m, newThread)
+		err := s.createMessagePostgres(ctx, m, newThread, slot)
 		return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -48,6 +52,11 @@ func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment
 		}
 		if err := tx.Create(m).Error; err != nil {
 			return err
+		}
+		if slot != nil {
+			if err := tx.Create(slot).Error; err != nil {
+				return err
+			}
 		}
 		if len(atts) > 0 {
 			if err := tx.Create(&atts).Error; err != nil {
@@ -102,11 +111,17 @@ type Outcome struct {
 	ProviderMessageID *string
 	Error             *string
 	SentAt            *time.Time
+	// CountedAt, when set, marks the send's slot in the throttle's log
+	// counted from then: it went out, or may have. Nil removes the slot:
+	// the send certainly failed and counts nothing.
+	CountedAt *time.Time
 }
 
-// UpdateMessageOutcome records the outcome of sending message id. Every
-// field of o is written, nil ones as NULL. It returns ErrNotFound if there
-// is no such message.
+// UpdateMessageOutcome records the outcome of sending message id, and
+// settles its slot in the throttle's log, in one statement or transaction.
+// Every field of o is written, nil ones as NULL. It returns ErrNotFound if
+// there is no such message (its inbox was deleted meanwhile); the slot is
+// settled even then.
 func (s *Store) UpdateMessageOutcome(ctx context.Context, id string, o Outcome) error {
 	switch o.Status {
 	case StatusSending, StatusSent, StatusFailed:
@@ -118,16 +133,45 @@ func (s *Store) UpdateMessageOutcome(ctx context.Context, id string, o Outcome) 
 		t := utc(*o.SentAt)
 		sentAt = &t
 	}
-	res := s.db.WithContext(ctx).Model(&Message{}).Where("id = ?", id).Updates(map[string]any{
-		"status":              o.Status,
-		"provider_message_id": o.ProviderMessageID,
-		"error":               o.Error,
-		"sent_at":             sentAt,
-	})
-	if res.Error == nil && res.RowsAffected == 0 {
+	var countedAt *time.Time
+	if o.CountedAt != nil {
+		t := utc(*o.CountedAt)
+		countedAt = &t
+	}
+	var (
+		affected int64
+		err      error
+	)
+	if s.driver == DriverPostgres {
+		res := s.updateOutcomePostgres(ctx, id, o, sentAt, countedAt)
+		affected, err = res.RowsAffected, res.Error
+	} else {
+		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := settleSlot(tx, id, countedAt).Error; err != nil {
+				return err
+			}
+			res := tx.Model(&Message{}).Where("id = ?", id).Updates(map[string]any{
+				"status":              o.Status,
+				"provider_message_id": o.ProviderMessageID,
+				"error":               o.Error,
+				"sent_at":             sentAt,
+			})
+			affected = res.RowsAffected
+			return res.Error
+		})
+	}
+	if err == nil && affected == 0 {
 		return wrap(gorm.ErrRecordNotFound, "update message %s", id)
 	}
-	return wrap(res.Error, "update message %s", id)
+	return wrap(err, "update message %s", id)
+}
+
+// settleSlot marks a send's slot counted at countedAt, or deletes it.
+func settleSlot(tx *gorm.DB, id string, countedAt *time.Time) *gorm.DB {
+	if countedAt == nil {
+		return tx.Where("id = ?", id).Delete(&SendSlot{})
+	}
+	return tx.Model(&SendSlot{}).Where("id = ?", id).Update("counted_at", *countedAt)
 }
 
 // Message returns the message with the given id, or ErrNotFound.

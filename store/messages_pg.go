@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -27,22 +28,32 @@ const newThreadCTE = `WITH t AS (INSERT INTO threads (id, inbox_id, subject, sum
 const replyThreadCTE = `WITH t AS (UPDATE threads SET last_message_at = GREATEST(last_message_at,
 	CAST(? AS timestamptz)) WHERE id = ? RETURNING id) `
 
+// slotCTE writes the send's slot in the throttle's log, only if the thread
+// was written (FROM t), like the message.
+const slotCTE = `, l AS (INSERT INTO send_log (id, inbox_id, reserved_at, deadline, counted_at)
+	SELECT ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz) FROM t) `
+
 // createMessagePostgres writes a message without attachments, with its new
-// thread or moving its existing one, in ONE statement. A data-modifying CTE
+// thread or moving its existing one, and its slot, in ONE statement. A data-modifying CTE
 // is atomic on its own, so the send path pays one round trip where the
 // transaction pays four or five (BEGIN, INSERTs or UPDATE, COMMIT): on a
 // busy server that is most of the database work of a send.
-func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread *Thread) error {
+func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread *Thread, slot *SendSlot) error {
 	var sql string
 	var vars []any
 	if newThread != nil {
-		sql = newThreadCTE + messageInsert
+		sql = newThreadCTE
 		t := newThread
 		vars = []any{t.ID, t.InboxID, t.Subject, t.Summary, t.ParticipantHash, t.LastMessageAt, t.CreatedAt}
 	} else {
-		sql = replyThreadCTE + messageInsert
+		sql = replyThreadCTE
 		vars = []any{m.CreatedAt, m.ThreadID}
 	}
+	if slot != nil {
+		sql += slotCTE
+		vars = append(vars, slot.ID, slot.InboxID, slot.ReservedAt, slot.Deadline, slot.CountedAt)
+	}
+	sql += messageInsert
 	vars = append(vars, m.ID, m.ThreadID, m.InboxID, m.Direction, m.Status, m.Error,
 		m.ProviderMessageID, m.MessageIDHeader, m.InReplyTo, m.References, m.Subject, m.FromAddress,
 		m.ToAddresses, m.CcAddresses, m.BccAddresses, m.ReplyToAddresses, m.Labels, m.Metadata, m.Text,
@@ -52,4 +63,20 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 		return gorm.ErrRecordNotFound // the reply's thread does not exist
 	}
 	return res.Error
+}
+
+// updateOutcomePostgres records a send's outcome and settles its slot in ONE
+// statement: the second durable commit of a send, like the first, is a
+// single round trip. A data-modifying CTE runs even when the message is
+// gone, so the slot is settled whatever happened to the inbox.
+func (s *Store) updateOutcomePostgres(ctx context.Context, id string, o Outcome, sentAt, countedAt *time.Time) *gorm.DB {
+	slot := `WITH l AS (DELETE FROM send_log WHERE id = ?) `
+	vars := []any{id}
+	if countedAt != nil {
+		slot = `WITH l AS (UPDATE send_log SET counted_at = CAST(? AS timestamptz) WHERE id = ?) `
+		vars = []any{*countedAt, id}
+	}
+	vars = append(vars, o.Status, o.ProviderMessageID, o.Error, sentAt, id)
+	return s.db.WithContext(ctx).Exec(slot+`UPDATE messages SET status = ?, provider_message_id = ?,
+		error = ?, sent_at = CAST(? AS timestamptz) WHERE id = ?`, vars...)
 }

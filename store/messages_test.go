@@ -59,7 +59,7 @@ func TestCreateMessageIsOneTransaction(t *testing.T) {
 		// The second attachment reuses the first one's id, so the last
 		// insert fails after the thread and the message were written.
 		atts := []Attachment{{ID: "dup", Filename: "a"}, {ID: "dup", Filename: "b"}}
-		if err := s.CreateMessage(ctx, m, atts, th); err == nil {
+		if err := s.CreateMessage(ctx, m, atts, th, nil); err == nil {
 			t.Fatal("got nil error, want the duplicate attachment to fail")
 		}
 		if _, err := s.Thread(ctx, th.ID); !errors.Is(err, ErrNotFound) {
@@ -70,7 +70,7 @@ func TestCreateMessageIsOneTransaction(t *testing.T) {
 		}
 
 		orphan := &Message{InboxID: in.ID, ThreadID: "nonexistent-thread-id", MessageIDHeader: "<y@example.com>", CreatedAt: t0}
-		if err := s.CreateMessage(ctx, orphan, nil, nil); !errors.Is(err, ErrNotFound) {
+		if err := s.CreateMessage(ctx, orphan, nil, nil, nil); !errors.Is(err, ErrNotFound) {
 			t.Errorf("got CreateMessage into an unknown thread error %v, want ErrNotFound", err)
 		}
 	})
@@ -228,7 +228,7 @@ func TestConcurrentCreateMessage(t *testing.T) {
 					m.ThreadID = shared.ID
 				}
 				atts := []Attachment{{Filename: "f.txt", ContentType: "text/plain", Disposition: "attachment", Size: 1}}
-				errs[i] = s.CreateMessage(ctx, m, atts, th)
+				errs[i] = s.CreateMessage(ctx, m, atts, th, nil)
 			})
 		}
 		wg.Wait()

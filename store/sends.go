@@ -2,55 +2,83 @@ package store
 
 import (
 	"context"
-	"slices"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // interruptedError is recorded on sends that a stopped server left
 // unfinished. The provider may or may not have delivered them.
 const interruptedError = "interrupted: the server stopped before the provider answered; delivery unknown"
 
-// SendTimes returns, oldest first, the times of the sends that count
-// against the throttle since since: the sent_at of messages sent, and the
-// created_at of messages still sending. A crash in the middle of a send may
-// have delivered it, so counting it is the safe side. It is used at start-up
-// to restore the throttle across a restart.
-func (s *Store) SendTimes(ctx context.Context, since time.Time) ([]time.Time, error) {
-	since = utc(since)
-	var rows []struct {
-		Status    string
-		CreatedAt time.Time
-		SentAt    *time.Time
+// SendSlot is a row of send_log: the throttle's own record of one send,
+// kept apart from messages so that deleting an inbox, which deletes its
+// messages, cannot make the throttle forget sends that still count.
+type SendSlot struct {
+	ID         string `gorm:"primaryKey"` // the message's id
+	InboxID    string
+	ReservedAt time.Time
+	// Deadline is the latest moment the send can go out.
+	Deadline time.Time
+	// CountedAt is when the send counts against the throttle: when it went
+	// out or may have. Nil while it is in flight.
+	CountedAt *time.Time
+}
+
+// TableName implements gorm's tabler.
+func (SendSlot) TableName() string { return "send_log" }
+
+func prepareSlot(sl *SendSlot, m *Message) {
+	sl.ID, sl.InboxID = m.ID, m.InboxID
+	sl.ReservedAt, sl.Deadline = utc(sl.ReservedAt), utc(sl.Deadline)
+	if sl.CountedAt != nil {
+		t := utc(*sl.CountedAt)
+		sl.CountedAt = &t
 	}
-	err := s.db.WithContext(ctx).Model(&Message{}).Select("status, created_at, sent_at").
-		Where("(status = ? AND sent_at >= ?) OR (status = ? AND created_at >= ?)",
-			StatusSent, since, StatusSending, since).
-		Find(&rows).Error
+}
+
+// CountedSends returns, oldest first, the times at which the sends counted
+// since since count against the throttle. It is read at start-up, after
+// ResolveInterrupted, to restore the throttle across a restart.
+func (s *Store) CountedSends(ctx context.Context, since time.Time) ([]time.Time, error) {
+	var times []time.Time
+	err := s.db.WithContext(ctx).Model(&SendSlot{}).Where("counted_at >= ?", utc(since)).
+		Order("counted_at").Pluck("counted_at", &times).Error
 	if err != nil {
-		return nil, wrap(err, "send times since %s", since)
+		return nil, wrap(err, "counted sends since %s", since)
 	}
-	times := make([]time.Time, 0, len(rows))
-	for _, r := range rows {
-		if r.Status == StatusSent && r.SentAt != nil {
-			times = append(times, r.SentAt.UTC())
-		} else {
-			times = append(times, r.CreatedAt.UTC())
-		}
+	for i := range times {
+		times[i] = times[i].UTC()
 	}
-	slices.SortFunc(times, time.Time.Compare)
 	return times, nil
 }
 
-// FailStaleSending marks the messages still sending that were created
-// before before as failed, with an error saying delivery is unknown, and
-// returns how many it marked. At start-up, with before set to the start
-// time, it closes the sends a previous run left open.
-func (s *Store) FailStaleSending(ctx context.Context, before time.Time) (int64, error) {
-	res := s.db.WithContext(ctx).Model(&Message{}).
-		Where("status = ? AND created_at < ?", StatusSending, utc(before)).
-		Updates(map[string]any{"status": StatusFailed, "error": interruptedError})
-	if res.Error != nil {
-		return 0, wrap(res.Error, "fail stale sending messages")
-	}
-	return res.RowsAffected, nil
+// ResolveInterrupted closes the sends a stopped server left in flight. Each
+// may have gone out at any moment until its deadline, or until the server
+// stopped, which was before now: it counts from the earlier of the two, for
+// good, so a second restart still counts it. Its message, if it still
+// exists, is marked failed with an error saying delivery is unknown. It
+// returns how many sends it resolved. It must run before the server sends,
+// while nothing of this process is in flight.
+func (s *Store) ResolveInterrupted(ctx context.Context, now time.Time) (int64, error) {
+	now = utc(now)
+	var n int64
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&SendSlot{}).Where("counted_at IS NULL").
+			Update("counted_at", gorm.Expr("CASE WHEN deadline < ? THEN deadline ELSE ? END", now, now))
+		if res.Error != nil {
+			return res.Error
+		}
+		n = res.RowsAffected
+		return tx.Model(&Message{}).Where("status = ?", StatusSending).
+			Updates(map[string]any{"status": StatusFailed, "error": interruptedError}).Error
+	})
+	return n, wrap(err, "resolve interrupted sends")
+}
+
+// PruneSendLog deletes the counted sends older than before, which no window
+// can count any more, and returns how many it deleted.
+func (s *Store) PruneSendLog(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("counted_at < ?", utc(before)).Delete(&SendSlot{})
+	return res.RowsAffected, wrap(res.Error, "prune send log")
 }

@@ -222,7 +222,7 @@ func mustSend(t *testing.T, s *Store, in *Inbox, th *Thread, at time.Time, edit 
 	if edit != nil {
 		edit(m)
 	}
-	if err := s.CreateMessage(context.Background(), m, nil, newThread); err != nil {
+	if err := s.CreateMessage(context.Background(), m, nil, newThread, nil); err != nil {
 		t.Fatalf("CreateMessage: %v", err)
 	}
 	return m, th

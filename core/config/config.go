@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/joho/godotenv"
 	"github.com/kelseyhightower/envconfig"
@@ -49,6 +50,14 @@ type Config struct {
 
 	SendRateLimitPerMinute int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE" default:"0"`
 	SendRateLimitPerHour   int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_HOUR" default:"0"`
+
+	// Retrying temporary provider failures (issue 6): how many retries
+	// after the first attempt, and how long after admission one may start.
+	SendRetryMax      int           `envconfig:"SEND_RETRY_MAX" default:"3"`
+	SendRetryDeadline time.Duration `envconfig:"SEND_RETRY_DEADLINE" default:"30s"`
+	// SMTPTimeout bounds each SMTP dial and exchange; a message's
+	// transmission gets more, in proportion to its size.
+	SMTPTimeout time.Duration `envconfig:"SMTP_TIMEOUT" default:"15s"`
 
 	AttachmentMaxSizeMB      int `envconfig:"ATTACHMENT_MAX_SIZE_MB" default:"25"`
 	AttachmentMaxTotalSizeMB int `envconfig:"ATTACHMENT_MAX_TOTAL_SIZE_MB" default:"35"`
@@ -152,9 +161,18 @@ func (c Config) Validate() error {
 		{"ATTACHMENT_MAX_SIZE_MB", c.AttachmentMaxSizeMB, 1},
 		{"ATTACHMENT_MAX_TOTAL_SIZE_MB", c.AttachmentMaxTotalSizeMB, 1},
 		{"ATTACHMENT_MAX_COUNT", c.AttachmentMaxCount, 0},
+		{"SEND_RETRY_MAX", c.SendRetryMax, 0},
 	} {
 		if v.n < v.min {
 			bad(v.name, "must be at least %d, got %d", v.min, v.n)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"SEND_RETRY_DEADLINE", c.SendRetryDeadline}, {"SMTP_TIMEOUT", c.SMTPTimeout}} {
+		if d.d <= 0 {
+			bad(d.name, "must be a positive duration such as 30s, got %s", d.d)
 		}
 	}
 	for _, l := range []struct{ name, value string }{

@@ -33,7 +33,8 @@ type App struct {
 	provider provider
 	limiter  *skuld.GlobalRateLimiter
 	sender   *skuld.Sender
-	handler  http.Handler
+	clock    skuld.Clock
+	api      *api.Server
 }
 
 // provider is what the app needs of a provider beyond sending.
@@ -46,7 +47,7 @@ type provider interface {
 // the sends of the last hour, and builds the provider, the send pipeline and
 // the HTTP handler. cfg must have passed Validate.
 func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, error) {
-	a := &App{cfg: cfg, logger: logger}
+	a := &App{cfg: cfg, logger: logger, clock: skuld.NewSystemClock()}
 	if cfg.EmailProvider == "demo" && cfg.EmailDomain == "" {
 		a.cfg.EmailDomain = DemoEmailDomain
 		logger.Info("EMAIL_DOMAIN not set; the demo provider uses a reserved domain",
@@ -76,13 +77,15 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		return nil, err
 	}
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Limiter: a.limiter,
-		Filter: filter, Logger: logger})
-	a.handler = api.New(api.Options{
+		Filter: filter, Logger: logger, Clock: a.clock,
+		RetryMax: cfg.SendRetryMax, RetryDeadline: cfg.SendRetryDeadline})
+	a.api = api.New(api.Options{
 		Store: st, Sender: a.sender, Limiter: a.limiter, Logger: logger,
 		APIKey: cfg.APIKey, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
 		AttachmentMaxCount:     cfg.AttachmentMaxCount,
+		Clock:                  a.clock,
 	})
 	return a, nil
 }
@@ -107,7 +110,8 @@ func newProvider(cfg config.Config, logger *slog.Logger) (provider, error) {
 		return demoProvider{providers.NewDemo(logger)}, nil
 	case "smtp":
 		return providers.NewSMTP(providers.SMTPConfig{Host: cfg.SMTPHost, Port: cfg.SMTPPort,
-			Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, UseTLS: cfg.SMTPUseTLS, Logger: logger})
+			Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, UseTLS: cfg.SMTPUseTLS,
+			Timeout: cfg.SMTPTimeout, Logger: logger})
 	}
 	return nil, fmt.Errorf("EMAIL_PROVIDER: %s is not available in this version yet (use smtp or demo)", cfg.EmailProvider)
 }
@@ -117,44 +121,31 @@ type demoProvider struct{ *providers.Demo }
 
 func (demoProvider) Close() error { return nil }
 
-// restoreThrottle keeps the throttle's promise across a restart: the sends
-// of the last hour (and a minute, for the bucket edge) count again, including
-// rows a crash left "sending", which may have gone out. Those rows are then
-// marked failed, since nothing will ever record their outcome.
+// restoreThrottle keeps the throttle's promise across a restart (see
+// skuld.RestoreThrottle); the sends of the last hour count again, including
+// those a crash interrupted, which may have gone out.
 func (a *App) restoreThrottle(ctx context.Context) error {
-	now := time.Now()
-	if !a.limiter.Unlimited() {
-		times, err := a.store.SendTimes(ctx, now.Add(-61*time.Minute))
-		if err != nil {
-			return err
-		}
-		for _, t := range times {
-			// A clock that was ahead when the row was written must not
-			// push the windows into the future.
-			if t.After(now) {
-				t = now
-			}
-			a.limiter.Restore(t)
-		}
-		if len(times) > 0 {
-			a.logger.Info("throttle restored from recent sends", slog.Int("sends", len(times)))
-		}
+	restored, interrupted, err := skuld.RestoreThrottle(ctx, a.store, a.limiter, a.clock)
+	if interrupted > 0 {
+		a.logger.Warn("sends interrupted by the last shutdown counted and marked failed", slog.Int64("messages", interrupted))
 	}
-	n, err := a.store.FailStaleSending(ctx, now)
-	if n > 0 {
-		a.logger.Warn("messages interrupted by the last shutdown marked failed", slog.Int64("messages", n))
+	if restored > 0 {
+		a.logger.Info("throttle restored from recent sends", slog.Int("sends", restored))
 	}
 	return err
 }
 
 // Handler is the HTTP handler of the whole API.
-func (a *App) Handler() http.Handler { return a.handler }
+func (a *App) Handler() http.Handler { return a.api }
 
-// Serve serves HTTP on l until ctx ends, then shuts down gracefully: stop
-// accepting, let in-flight requests (and so in-flight sends) finish and be
-// recorded, then close the provider and the database.
+// Serve serves HTTP on l until ctx ends, then shuts down gracefully: new
+// requests get 503 with Retry-After while the sends in flight finish and are
+// recorded; then the listener closes, requests in flight finish, and the
+// provider and the database close.
 func (a *App) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second,
+	j := startJanitor(a.store, a.clock, a.logger)
+	defer j.Stop()
+	srv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
@@ -170,7 +161,10 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
 	defer cancel()
-	err := errors.Join(srv.Shutdown(shutdownCtx), a.Close(shutdownCtx))
+	a.api.Drain()
+	drainErr := a.sender.Shutdown(shutdownCtx)
+	a.logger.Info("sends drained; closing the listener")
+	err := errors.Join(drainErr, srv.Shutdown(shutdownCtx), a.Close(shutdownCtx))
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(serveErr, err)
 	}

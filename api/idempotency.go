@@ -1,0 +1,151 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/store"
+)
+
+// Idempotency-Key rules: what API.md promises, kept for KeyTTL.
+const (
+	// KeyTTL is how long a key is remembered.
+	KeyTTL = 24 * time.Hour
+	// maxKeyLen bounds a key, as API.md states.
+	maxKeyLen = 255
+)
+
+// readIdempotencyKey validates the Idempotency-Key header, if any, and
+// returns it with a hash of the raw request body, which a reuse of the key
+// must match. The body is put back for the binder.
+func (a *API) readIdempotencyKey(c echo.Context) (key, hash string, err error) {
+	key = c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		return "", "", nil
+	}
+	if !validKey(key) {
+		return "", "", newError(http.StatusUnprocessableEntity, "invalid_idempotency_key",
+			"Idempotency-Key must be 1 to 255 printable ASCII characters")
+	}
+	raw, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return "", "", err
+	}
+	c.Request().Body = io.NopCloser(bytes.NewReader(raw))
+	sum := sha256.Sum256(raw)
+	return key, hex.EncodeToString(sum[:]), nil
+}
+
+func validKey(k string) bool {
+	if len(k) > maxKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// sendIdempotent runs a send under an Idempotency-Key. The key is claimed
+// durably before the send (a unique row), so of concurrent requests with one
+// key exactly one sends; the others get 409 while it is in flight and its
+// response afterwards. Only a send that was recorded (201, sent or failed)
+// is remembered: a refusal (429, 403, 404) or an error gives the key back,
+// so the client's retry is a new attempt, as a client retrying on 429 needs.
+func (a *API) sendIdempotent(c echo.Context, key, hash string, req skuld.SendRequest, refusal **skuld.RateLimitedError) error {
+	ctx := c.Request().Context()
+	now := a.Clock.Now()
+	claim := &store.IdempotencyKey{Key: key, RequestHash: hash, Owner: a.instance,
+		MessageID: uuid.NewString(), CreatedAt: now}
+	for range 2 {
+		held, err := a.Store.ClaimIdempotencyKey(ctx, claim, now.Add(-KeyTTL))
+		if err != nil {
+			return err
+		}
+		if held == nil {
+			break
+		}
+		switch {
+		case held.RequestHash != hash:
+			return newError(http.StatusUnprocessableEntity, "idempotency_key_reused",
+				"Idempotency-Key was already used with a different request")
+		case held.StatusCode != nil:
+			return replay(c, *held.StatusCode, []byte(deref(held.ResponseBody)))
+		case held.Owner == a.instance:
+			return newError(http.StatusConflict, "idempotency_key_in_flight",
+				"A request with this Idempotency-Key is still in progress; retry shortly")
+		}
+		// Claimed by a server process that stopped before answering. If
+		// its send was recorded, that is the answer; if not, nothing was
+		// sent and the key is free again.
+		m, err := a.Store.Message(ctx, held.MessageID)
+		if err == nil {
+			body, err := a.completeKey(ctx, key, sendResponseOf(m))
+			if err != nil {
+				return err
+			}
+			return replay(c, http.StatusCreated, body)
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := a.Store.ReleaseIdempotencyKey(ctx, key, held.Owner); err != nil {
+			return err
+		}
+	}
+
+	req.MessageID = claim.MessageID
+	m, err := a.Sender.Send(ctx, req)
+	if err != nil {
+		errors.As(err, refusal)
+		if rerr := a.Store.ReleaseIdempotencyKey(context.WithoutCancel(ctx), key, a.instance); rerr != nil {
+			a.logger.ErrorContext(ctx, "release idempotency key", slog.Any("error", rerr))
+		}
+		return err
+	}
+	body, err := a.completeKey(context.WithoutCancel(ctx), key, sendResponseOf(m))
+	if err != nil {
+		// The message was sent and recorded; the key stays in flight and
+		// resolves to that message at the next start.
+		a.logger.ErrorContext(ctx, "complete idempotency key", slog.String("message_id", m.ID), slog.Any("error", err))
+		return c.JSON(http.StatusCreated, sendResponseOf(m))
+	}
+	return c.JSONBlob(http.StatusCreated, body)
+}
+
+// completeKey stores the response to replay for key and returns its body.
+func (a *API) completeKey(ctx context.Context, key string, res sendResponse) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), a.Store.CompleteIdempotencyKey(ctx, key, http.StatusCreated, buf.String())
+}
+
+func replay(c echo.Context, status int, body []byte) error {
+	c.Response().Header().Set("Idempotent-Replayed", "true")
+	return c.JSONBlob(status, body)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
