@@ -139,7 +139,8 @@ func TestCrashMidSendCountsAndIsResolved(t *testing.T) {
 		orphan := &store.Message{InboxID: inbox, Status: store.StatusSending, Subject: "s",
 			MessageIDHeader: "<orphan@acme.test>", FromAddress: "support@acme.test", CreatedAt: now}
 		thread := &store.Thread{InboxID: inbox, Subject: "s", ParticipantHash: "h"}
-		if err := st.CreateMessage(context.Background(), orphan, nil, thread); err != nil {
+		slot := &store.SendSlot{ReservedAt: now, Deadline: now.Add(time.Minute)}
+		if err := st.CreateMessage(context.Background(), orphan, nil, thread, slot); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()

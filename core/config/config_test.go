@@ -5,13 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // valid is a configuration that passes Validate; each case breaks one thing.
 func valid() Config {
 	return Config{DBDriver: "sqlite", EmailProvider: "demo", Environment: "development",
 		LogLevel: "info", Port: 8000, SMTPPort: 587, AttachmentMaxSizeMB: 25,
-		AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20}
+		AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
+		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second}
 }
 
 func TestValidateNamesTheVariable(t *testing.T) {
@@ -39,6 +41,9 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"unknown driver", func(c *Config) { c.DBDriver = "mysql" }, []string{"DB_DRIVER"}},
 		{"bad log level", func(c *Config) { c.LogLevel = "loud" }, []string{"LOG_LEVEL"}},
 		{"bad port", func(c *Config) { c.Port = 70000 }, []string{"PORT"}},
+		{"negative retries", func(c *Config) { c.SendRetryMax = -1 }, []string{"SEND_RETRY_MAX"}},
+		{"zero retry deadline", func(c *Config) { c.SendRetryDeadline = 0 }, []string{"SEND_RETRY_DEADLINE"}},
+		{"zero smtp timeout", func(c *Config) { c.SMTPTimeout = 0 }, []string{"SMTP_TIMEOUT"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -83,6 +83,7 @@ func (ss *session) Data(r io.Reader) error {
 	m := parse(raw)
 	m.From, m.To, m.TLS = ss.from, slices.Clone(ss.to), ss.tls
 	ss.s.store(m)
+	ss.s.delayReply()
 	return nil
 }
 

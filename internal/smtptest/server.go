@@ -49,11 +49,14 @@ type Server struct {
 	clientTLS *tls.Config
 	serveDone chan struct{}
 
-	mu       sync.Mutex
-	messages []Message
-	rejectDt *smtp.SMTPError
-	rejectTo map[string]bool
-	changed  chan struct{} // closed and replaced whenever a message arrives
+	mu        sync.Mutex
+	messages  []Message
+	rejectDt  *smtp.SMTPError
+	rejectN   []*smtp.SMTPError // answers for the next messages, before rejectDt
+	dataDelay time.Duration
+	quit      chan struct{} // closed by stop: ends delayed replies
+	rejectTo  map[string]bool
+	changed   chan struct{} // closed and replaced whenever a message arrives
 }
 
 // Start starts a server and registers t.Cleanup to stop it: Cleanup closes
@@ -70,6 +73,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		serveDone: make(chan struct{}),
 		rejectTo:  make(map[string]bool),
 		changed:   make(chan struct{}),
+		quit:      make(chan struct{}),
 	}
 
 	srv := smtp.NewServer(&backend{s: s})
@@ -119,6 +123,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 // stop closes the listener first, so that Serve returns and no connection
 // can be accepted while go-smtp's Shutdown waits for the open ones.
 func (s *Server) stop(t testing.TB) {
+	close(s.quit)
 	s.ln.Close()
 	<-s.serveDone
 	s.ln.closeAll()
@@ -179,11 +184,46 @@ func (s *Server) RejectData(code int, enhanced [3]int, message string) {
 	s.rejectDt = &smtp.SMTPError{Code: code, EnhancedCode: smtp.EnhancedCode(enhanced), Message: message}
 }
 
-// AcceptData undoes RejectData.
+// AcceptData undoes RejectData and RejectDataTimes.
 func (s *Server) AcceptData() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rejectDt = nil
+	s.rejectDt, s.rejectN = nil, nil
+}
+
+// RejectDataTimes answers the next n messages with this error, as a server
+// with a transient problem does (451 4.3.0), and then goes back to the
+// verdict set by RejectData or AcceptData.
+func (s *Server) RejectDataTimes(n, code int, enhanced [3]int, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.rejectN = append(s.rejectN, &smtp.SMTPError{Code: code, EnhancedCode: smtp.EnhancedCode(enhanced), Message: message})
+	}
+}
+
+// DelayDataReply makes the server take each following message (it is
+// stored, as a server queues it) and only then wait d before answering the
+// final ".": the client cannot know whether the message was taken. The
+// wait ends early when the server stops.
+func (s *Server) DelayDataReply(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dataDelay = d
+}
+
+// delayReply waits out the configured DATA reply delay.
+func (s *Server) delayReply() {
+	s.mu.Lock()
+	d := s.dataDelay
+	s.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-time.After(d):
+	case <-s.quit:
+	}
 }
 
 // RejectRecipient makes the server answer RCPT TO for addr with
@@ -232,6 +272,11 @@ func (s *Server) store(m Message) {
 func (s *Server) dataVerdict() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.rejectN) > 0 {
+		e := s.rejectN[0]
+		s.rejectN = s.rejectN[1:]
+		return e
+	}
 	if s.rejectDt == nil {
 		return nil
 	}

@@ -2,9 +2,11 @@ package smtptest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -290,4 +292,40 @@ func code(err error) int {
 		return -1
 	}
 	return 0
+}
+
+func TestRejectDataTimesThenAccept(t *testing.T) {
+	s := Start(t)
+	s.RejectDataTimes(2, 451, [3]int{4, 3, 0}, "try again later")
+	var codes []int
+	for range 3 {
+		err := send(t, dial(t, s), "a@example.com", []string{"b@example.org"}, "Subject: x\r\n\r\nbody\r\n")
+		var se *smtp.SMTPError
+		switch {
+		case err == nil:
+			codes = append(codes, 250)
+		case errors.As(err, &se):
+			codes = append(codes, se.Code)
+		default:
+			t.Fatalf("SendMail: %v", err)
+		}
+	}
+	if fmt.Sprint(codes) != "[451 451 250]" || s.Count() != 1 {
+		t.Errorf("got replies %v and %d stored, want [451 451 250] and 1", codes, s.Count())
+	}
+}
+
+func TestDelayDataReplyStoresFirst(t *testing.T) {
+	s := Start(t)
+	s.DelayDataReply(time.Hour)
+	done := make(chan error, 1)
+	c := dial(t, s)
+	go func() { done <- c.SendMail("a@example.com", []string{"b@example.org"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n")) }()
+	s.WaitForCount(t, 1)
+	select {
+	case err := <-done:
+		t.Fatalf("the reply came before the delay: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// Stopping the server ends the wait (checked by the test's cleanup).
 }

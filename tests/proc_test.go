@@ -1,0 +1,134 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testdb"
+)
+
+// The built binary, shared by every test that runs the server as a real
+// process: where a test restarts, kills or signals the server, it is the
+// process a user runs, not an in-process stand-in.
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// nornweaveBinary builds the server once per test run.
+func nornweaveBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "nornweave-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "nornweave")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/nornweave").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// procEnv is the environment of a server process on a fresh database of
+// driver, sending through smtp to mx, plus extra "KEY=value" settings. The
+// same environment restarts the server on the same database.
+func procEnv(t *testing.T, driver string, mx *smtptest.Server, extra ...string) []string {
+	url := testdb.SQLitePath(t)
+	if driver == "postgres" {
+		url = testdb.PostgresURL(t)
+	}
+	return append(cleanEnv(), append([]string{"DB_DRIVER=" + driver, "DATABASE_URL=" + url,
+		"EMAIL_PROVIDER=smtp", "EMAIL_DOMAIN=acme.test", "SMTP_HOST=" + mx.Host(),
+		fmt.Sprintf("SMTP_PORT=%d", mx.Port()), "SMTP_USE_TLS=false", "HOST=127.0.0.1",
+		"LOG_LEVEL=info"}, extra...)...)
+}
+
+// proc is the server running as a child process.
+type proc struct {
+	*server
+	cmd    *exec.Cmd
+	exited chan error
+	log    *syncBuffer
+}
+
+// startProc starts the binary with env on a free port and waits until it
+// is healthy. The process is killed at the end of the test if still running.
+func startProc(t *testing.T, env []string) *proc {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(nornweaveBinary(t))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(env, fmt.Sprintf("PORT=%d", port))
+	p := &proc{cmd: cmd, exited: make(chan error, 1), log: &syncBuffer{},
+		server: &server{Server: &apptest.Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}}}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.log.String())
+		}
+	})
+	waitHealthy(t, p.server, p.exited, p.log)
+	return p
+}
+
+// kill ends the process with SIGKILL, as a crash or an OOM killer would.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+}
+
+// terminate sends SIGTERM and returns the exit error once the process ends.
+func (p *proc) terminate(t *testing.T) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return p.wait(t)
+}
+
+// wait returns the exit error once the process ends.
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(90 * time.Second):
+		t.Fatalf("server still running 90 s after SIGTERM\n%s", p.log.String())
+		return nil
+	}
+}
