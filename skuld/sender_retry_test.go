@@ -111,7 +111,7 @@ func TestBackoffGrowsWithJitterAndRespectsRetryAfter(t *testing.T) {
 			}
 		}
 	}
-	hint := sendErr("x", func(e *providers.SendError) { e.Temporary, e.RetryAfter = true, 7 * time.Second })
+	hint := sendErr("x", func(e *providers.SendError) { e.Temporary, e.RetryAfter = true, 7*time.Second })
 	if d := s.backoff(1, hint); d != 7*time.Second {
 		t.Errorf("backoff with Retry-After 7s = %v, want 7s", d)
 	}

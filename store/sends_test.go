@@ -100,7 +100,7 @@ func TestResolveInterrupted(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
-		due := sendWithSlot(t, s, in, 0, 30*time.Second)           // deadline t0+30s, before the restart
+		due := sendWithSlot(t, s, in, 0, 30*time.Second)            // deadline t0+30s, before the restart
 		notDue := sendWithSlot(t, s, in, 50*time.Second, time.Hour) // deadline after the restart
 		restart := t0.Add(time.Minute)
 

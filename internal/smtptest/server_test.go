@@ -320,7 +320,9 @@ func TestDelayDataReplyStoresFirst(t *testing.T) {
 	s.DelayDataReply(time.Hour)
 	done := make(chan error, 1)
 	c := dial(t, s)
-	go func() { done <- c.SendMail("a@example.com", []string{"b@example.org"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n")) }()
+	go func() {
+		done <- c.SendMail("a@example.com", []string{"b@example.org"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n"))
+	}()
 	s.WaitForCount(t, 1)
 	select {
 	case err := <-done:
