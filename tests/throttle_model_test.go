@@ -1,0 +1,222 @@
+package tests
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/api"
+	"github.com/nornweave/nornweave/internal/app"
+	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/store"
+)
+
+// modelClock is a skuld.Clock the test moves: wall and monotonic together.
+type modelClock struct {
+	mu   sync.Mutex
+	wall time.Time
+	mono time.Duration
+}
+
+func (c *modelClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wall
+}
+
+func (c *modelClock) Mono() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mono
+}
+
+func (c *modelClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall, c.mono = c.wall.Add(d), c.mono+d
+}
+
+// openMigrated opens a fresh, migrated store of driver.
+func openMigrated(t *testing.T, driver string) *store.Store {
+	t.Helper()
+	cfg := apptest.Config(t, driver)
+	st, err := app.OpenStore(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestThrottleModelWithCrashes drives the throttle's protocol as the send
+// pipeline does — reserve, record the send with its slot, the provider
+// answering after a latency up to the lease, commit or release, record the
+// outcome — on the real store, with crashes (everything in memory lost,
+// sends in flight abandoned) and restarts (RestoreThrottle) between steps.
+// Every send that went out, or may have, is a delivery at the moment the
+// provider took it; no 60 s or 3600 s interval may hold more than the limit.
+func TestThrottleModelWithCrashes(t *testing.T) {
+	const perMinute, perHour, lease = 6, 40, 40 * time.Second
+	forEachDriver(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		st := openMigrated(t, driver)
+		in := &store.Inbox{EmailAddress: "model@acme.test", Name: "Model"}
+		if err := st.CreateInbox(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(6, 11))
+		clock := &modelClock{wall: time.Now().UTC().Truncate(time.Second)}
+
+		type pending struct {
+			res       skuld.Reservation
+			id        string
+			done      time.Duration // when the provider answers
+			delivered time.Duration // when it took the message; -1 if never
+			outcome   string        // sent, failed, unknown
+		}
+		var (
+			lim        *skuld.GlobalRateLimiter
+			inFlight   []pending
+			deliveries []time.Duration // on the monotonic axis
+			crashes    int
+		)
+		restart := func() {
+			lim = skuld.NewGlobalRateLimiter(perMinute, perHour)
+			if _, _, err := skuld.RestoreThrottle(ctx, st, lim, clock); err != nil {
+				t.Fatal(err)
+			}
+		}
+		restart()
+		settle := func(p pending) {
+			now, wall := clock.Mono(), clock.Now()
+			out := store.Outcome{Status: store.StatusFailed}
+			switch p.outcome {
+			case "sent", "unknown":
+				p.res.Commit(now)
+				out.CountedAt = &wall
+				if p.outcome == "sent" {
+					out.Status, out.SentAt = store.StatusSent, &wall
+				}
+				deliveries = append(deliveries, p.delivered)
+			default:
+				p.res.Release()
+			}
+			if err := st.UpdateMessageOutcome(ctx, p.id, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		for range 5000 {
+			clock.advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
+			now := clock.Mono()
+			inFlight = slices.DeleteFunc(inFlight, func(p pending) bool {
+				if p.done <= now {
+					settle(p)
+					return true
+				}
+				return false
+			})
+			switch r := rng.IntN(100); {
+			case r < 2: // kill -9: what the provider had taken by now went out
+				for _, p := range inFlight {
+					if p.outcome != "failed" && p.delivered <= now {
+						deliveries = append(deliveries, p.delivered)
+					}
+				}
+				inFlight = nil
+				crashes++
+				clock.advance(time.Duration(rng.Int64N(int64(90 * time.Second))))
+				restart()
+			case r < 60:
+				res, err := lim.Reserve(now, lease)
+				if err != nil {
+					continue
+				}
+				wall := clock.Now()
+				m := &store.Message{InboxID: in.ID, Status: store.StatusSending, MessageIDHeader: "<m@acme.test>",
+					Subject: "s", FromAddress: in.EmailAddress, CreatedAt: wall}
+				th := &store.Thread{InboxID: in.ID, Subject: "s", ParticipantHash: "h"}
+				if err := st.CreateMessage(ctx, m, nil, th, &store.SendSlot{ReservedAt: wall, Deadline: wall.Add(lease)}); err != nil {
+					t.Fatal(err)
+				}
+				latency := time.Duration(rng.Int64N(int64(lease)))
+				p := pending{res: res, id: m.ID, done: now + latency, outcome: "sent",
+					delivered: now + time.Duration(rng.Int64N(int64(latency)+1))}
+				switch rng.IntN(10) {
+				case 0:
+					p.outcome = "failed"
+				case 1:
+					p.outcome = "unknown"
+				}
+				inFlight = append(inFlight, p)
+			}
+		}
+		slices.Sort(deliveries)
+		for _, w := range []struct {
+			span  time.Duration
+			limit int
+		}{{time.Minute, perMinute}, {time.Hour, perHour}} {
+			for i, d := range deliveries {
+				end, _ := slices.BinarySearch(deliveries, d+w.span+1)
+				if n := end - i; n > w.limit {
+					t.Fatalf("%v from %v: %d deliveries, want at most %d", w.span, d, n, w.limit)
+				}
+			}
+		}
+		if crashes < 10 || len(deliveries) < 2*perHour {
+			t.Errorf("only %d crashes and %d deliveries: the schedule should exercise both", crashes, len(deliveries))
+		}
+	})
+}
+
+// panicky is a provider with a bug.
+type panicky struct{}
+
+func (panicky) Name() string { return "panicky" }
+func (panicky) Send(context.Context, providers.Message) (string, error) {
+	panic("nil map write in provider")
+}
+
+// TestProviderPanicIsSettled is hole 7: a provider that panicked leaked its
+// reservation (in flight until restart) and left the row sending. Now the
+// send is an unknown outcome: recorded failed, counted, nothing in flight.
+func TestProviderPanicIsSettled(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		st := openMigrated(t, driver)
+		lim := skuld.NewGlobalRateLimiter(1, 0)
+		sender := skuld.NewSender(skuld.Options{Store: st, Provider: panicky{}, Limiter: lim})
+		srv := httptest.NewServer(api.New(api.Options{Store: st, Sender: sender, Limiter: lim,
+			EmailDomain: "acme.test", AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 1}))
+		t.Cleanup(srv.Close)
+		s := &server{Server: &apptest.Server{URL: srv.URL}}
+		inbox := s.createInbox(t, "support")
+
+		r := s.send(t, inbox, "bob@customer.test")
+		mustStatus(t, r, http.StatusCreated)
+		m := r.JSON(t)
+		if m["status"] != "failed" {
+			t.Errorf("status = %v, want failed", m["status"])
+		}
+		row := s.do(t, "GET", "/v1/messages/"+m["id"].(string), nil).JSON(t)
+		if row["status"] != "failed" {
+			t.Errorf("stored status = %v, want failed (not left sending)", row["status"])
+		}
+		if w := s.rateLimitWindow(t, "per_minute"); w["used"] != float64(1) || w["in_flight"] != float64(0) {
+			t.Errorf("per_minute = %v, want used 1, in_flight 0", w)
+		}
+		if times, err := st.CountedSends(context.Background(), time.Now().Add(-time.Hour)); err != nil || len(times) != 1 {
+			t.Errorf("counted sends = %v, %v; want the panicked send counted for a restart", times, err)
+		}
+	})
+}
