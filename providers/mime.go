@@ -6,6 +6,7 @@ import (
 	"fmt"
 	netmail "net/mail"
 	"strings"
+	"time"
 
 	"github.com/wneessen/go-mail"
 )
@@ -103,4 +104,19 @@ func checkHeaderValues(m Message) error {
 		}
 	}
 	return nil
+}
+
+// encodeMIME returns m encoded exactly as the SMTP provider sends it, for
+// the APIs that take raw MIME. go-mail never writes the Bcc header: the
+// caller must pass the Bcc recipients in the envelope.
+func encodeMIME(m Message, now func() time.Time) ([]byte, error) {
+	msg, err := (&SMTP{now: now}).buildMsg(m)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := msg.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	return buf.Bytes(), nil
 }

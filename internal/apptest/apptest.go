@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/core/logging"
@@ -25,6 +26,7 @@ func Config(tb testing.TB, driver string) config.Config {
 		SMTPPort: 587, SMTPUseTLS: true, AWSRegion: "us-east-1",
 		Environment: "development", LogLevel: "warning", Host: "127.0.0.1",
 		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
+		ProviderTimeout: 30 * time.Second, ProviderMaxConcurrency: 16, SMTPMaxConnections: 4,
 	}
 	if driver == "postgres" {
 		cfg.DatabaseURL = testdb.PostgresURL(tb)
