@@ -204,8 +204,10 @@ func (b *httpBase) classify(a *attempt, err error, detail string) *SendError {
 		se.Temporary = true
 		se.RetryAfter = parseRetryAfter(a.header.Get("Retry-After"), b.now())
 		se.msg = fmt.Sprintf("%s: provider error (%d): %s", b.name, code, detail)
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+	case code == http.StatusUnauthorized:
 		se.msg = fmt.Sprintf("%s: rejected (%d): %s (check %s)", b.name, code, detail, b.keyVar)
+	case code == http.StatusForbidden:
+		se.msg = fmt.Sprintf("%s: rejected (%d): %s (check the permissions of %s)", b.name, code, detail, b.keyVar)
 	case code != 0:
 		se.msg = fmt.Sprintf("%s: rejected (%d): %s", b.name, code, detail)
 	case a.requests.Load() == 0:
