@@ -62,8 +62,9 @@ func NewSES(ctx context.Context, cfg SESConfig) (*SES, error) {
 		creds = credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")
 	} else {
 		source = "default credential chain"
-		ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region),
-			awsconfig.WithHTTPClient(base.client))
+		// The chain's own calls (STS, SSO, instance metadata) use the
+		// SDK's client: they are not sends.
+		ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
 		if err != nil {
 			return nil, fmt.Errorf("ses: load the AWS default configuration: %w", err)
 		}
