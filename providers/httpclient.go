@@ -372,3 +372,6 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	return res, nil
 }
+
+// base gives tests and benchmarks the shared part of any HTTP provider.
+func (b *httpBase) base() *httpBase { return b }

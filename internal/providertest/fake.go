@@ -13,10 +13,12 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,14 +48,24 @@ type Fake struct {
 	respond   Responder
 	delay     time.Duration
 	sendCount int
+	conns     atomic.Int64
 }
+
+// Connections is the number of TCP connections the fake accepted.
+func (f *Fake) Connections() int { return int(f.conns.Load()) }
 
 // Start serves a fake of kind until the end of the test; it accepts every
 // message until told otherwise.
 func Start(tb testing.TB, kind string) *Fake {
 	tb.Helper()
 	f := &Fake{Kind: kind}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.Server.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.Server.Start()
 	tb.Cleanup(f.Close)
 	return f
 }
