@@ -67,3 +67,14 @@ func TestResendRejectsABadBase(t *testing.T) {
 		t.Error("NewResend with a base without scheme = nil error")
 	}
 }
+
+// TestResendReplyToIsOneString records a limit of resend-go: its reply_to
+// is a single string, so several reply-to addresses travel as one
+// RFC 5322 list in it.
+func TestResendReplyToIsOneString(t *testing.T) {
+	m := fullMessage()
+	m.ReplyTo = []string{"a@acme.test", "B <b@acme.test>"}
+	if got := resendRequest(m).ReplyTo; got != "a@acme.test, B <b@acme.test>" {
+		t.Errorf("reply_to = %q", got)
+	}
+}

@@ -89,3 +89,23 @@ func TestSESRefusesHalfTheKeys(t *testing.T) {
 		t.Error("NewSES with a key id and no secret = nil error")
 	}
 }
+
+// TestSESCannotKeepOurMessageID records a limit of SES, not of this code:
+// SES replaces the Message-ID header of a raw message with its own (AWS,
+// "Amazon SES header fields"). We hand ours over in the MIME; the id that
+// comes back, and that recipients see, is SES's.
+func TestSESCannotKeepOurMessageID(t *testing.T) {
+	f := providertest.Start(t, "ses")
+	p := newProvider(t, "ses", f.URL, HTTPConfig{})
+	m := fullMessage()
+	id, err := p.Send(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Message(t, 0).Headers["Message-Id"]; got != m.MessageID {
+		t.Errorf("Message-ID handed to SES = %q, want ours %q", got, m.MessageID)
+	}
+	if id == m.MessageID || id != f.ID(1) {
+		t.Errorf("provider id = %q, want SES's MessageId %q, not ours", id, f.ID(1))
+	}
+}
