@@ -1,8 +1,10 @@
 package providers
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -103,6 +105,9 @@ func TestHTTPProvidersSortResponses(t *testing.T) {
 		{"503 with an HTTP-date Retry-After", func(f *providertest.Fake) providertest.Responder {
 			return f.Reject(503, "maintenance", "Retry-After", time.Now().Add(90*time.Second).UTC().Format(http.TimeFormat))
 		}, want{temporary: true, code: 503, retryAfter: 90 * time.Second, msg: []string{"provider error (503)"}}},
+		{"2xx without a readable id is unknown", func(*providertest.Fake) providertest.Responder {
+			return func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(200); w.Write([]byte("<html>ok")) }
+		}, want{unknown: true, code: 200, msg: []string{"accepted (200)", "may have been delivered"}}},
 		{"dropped connection after the request is unknown", func(*providertest.Fake) providertest.Responder {
 			return providertest.Drop
 		}, want{unknown: true, msg: []string{"no answer after the message was sent", "may have been delivered"}}},
@@ -124,7 +129,9 @@ func TestHTTPProvidersSortResponses(t *testing.T) {
 				t.Run(tt.name, func(t *testing.T) {
 					f := providertest.Start(t, kind)
 					f.Respond(tt.respond(f))
-					p := newProvider(t, kind, f.URL, HTTPConfig{Timeout: 300 * time.Millisecond})
+					var log bytes.Buffer
+					p := newProvider(t, kind, f.URL, HTTPConfig{Timeout: 300 * time.Millisecond,
+						Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 					_, err := p.Send(context.Background(), fullMessage())
 					se := mustSendError(t, err)
 					t.Logf("error: %s", se)
@@ -142,6 +149,14 @@ func TestHTTPProvidersSortResponses(t *testing.T) {
 						}
 					}
 					checkNoSecret(t, se.Error(), f.URL)
+					if !strings.Contains(log.String(), "provider send failed") {
+						t.Errorf("failure not logged: %s", log.String())
+					}
+					for _, s := range []string{testAPIKey, testAWSSecret, "Hello **Ann**", "<strong>Ann</strong>", "PDF-1.4"} {
+						if strings.Contains(log.String(), s) {
+							t.Errorf("log leaks %q: %s", s, log.String())
+						}
+					}
 					// One delivery attempt, whatever the SDK would do.
 					if n := f.Count(); n != 1 {
 						t.Errorf("fake received %d requests, want exactly 1", n)

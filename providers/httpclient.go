@@ -127,7 +127,7 @@ func (b *httpBase) close() error {
 func (b *httpBase) call(ctx context.Context, messageID string, do func(context.Context) (string, error),
 	detail func(*attempt, error) string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return "", &SendError{Temporary: true, Err: err, msg: b.name + ": not sent: " + err.Error()}
 	}
 	start := b.now()
 	if err := b.acquire(ctx); err != nil {
@@ -167,7 +167,7 @@ func (b *httpBase) acquire(ctx context.Context) error {
 	select {
 	case b.slots <- struct{}{}:
 	case <-b.done:
-		return ErrProviderClosed
+		return b.closedError()
 	case <-ctx.Done():
 		return &SendError{Temporary: true, Err: ctx.Err(),
 			msg: fmt.Sprintf("%s: not sent: gave up waiting for a free connection", b.name)}
@@ -178,10 +178,16 @@ func (b *httpBase) acquire(ctx context.Context) error {
 	select {
 	case <-b.done:
 		<-b.slots
-		return ErrProviderClosed
+		return b.closedError()
 	default:
 		return nil
 	}
+}
+
+// closedError refuses a send after Close: nothing went out, and the server
+// is shutting down.
+func (b *httpBase) closedError() *SendError {
+	return &SendError{Temporary: true, Err: ErrProviderClosed, msg: b.name + ": not sent: the server is shutting down"}
 }
 
 // classify sorts a failed call into exactly one kind of SendError.
