@@ -122,8 +122,9 @@ func (b *httpBase) close() error {
 
 // call runs one API call: it waits for a slot (at most the timeout: the
 // caller holds a throttle reservation meanwhile), runs do with a context
-// bounded by the timeout, and turns a failure into a *SendError. A 2xx
-// answer with an id is success whatever the SDK thought of the rest.
+// bounded by the timeout, and turns a failure into a *SendError. Success
+// is a 2xx answer from which the SDK read an id; a 2xx without one is
+// unknown, since the provider may send it.
 func (b *httpBase) call(ctx context.Context, messageID string, do func(context.Context) (string, error),
 	detail func(*attempt, error) string) (string, error) {
 	if err := ctx.Err(); err != nil {
