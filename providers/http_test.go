@@ -296,3 +296,28 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxConcurrencyBoundsCallsInFlight(t *testing.T) {
+	for _, kind := range providertest.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			f := providertest.Start(t, kind)
+			f.Delay(20 * time.Millisecond)
+			p := newProvider(t, kind, f.URL, HTTPConfig{MaxConcurrency: 3})
+			errs := make(chan error, 12)
+			for range 12 {
+				go func() { _, err := p.Send(context.Background(), fullMessage()); errs <- err }()
+			}
+			for range 12 {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := f.MaxInFlight(); got > 3 {
+				t.Errorf("fake handled %d requests at once, want at most 3", got)
+			}
+			if got := f.Connections(); got > 3 {
+				t.Errorf("fake saw %d connections, want at most 3 (reused)", got)
+			}
+		})
+	}
+}

@@ -1,8 +1,10 @@
 package providers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -107,5 +109,32 @@ func TestSESCannotKeepOurMessageID(t *testing.T) {
 	}
 	if id == m.MessageID || id != f.ID(1) {
 		t.Errorf("provider id = %q, want SES's MessageId %q, not ours", id, f.ID(1))
+	}
+}
+
+func TestSESLogsWhichCredentials(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	for _, tt := range []struct {
+		name, keyID, secret, want string
+	}{
+		{"explicit", testAWSKeyID, testAWSSecret, "aws_credentials=AWS_ACCESS_KEY_ID"},
+		{"chain", "", "", `aws_credentials="default credential chain"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
+			p, err := NewSES(context.Background(), SESConfig{AccessKeyID: tt.keyID, SecretAccessKey: tt.secret,
+				HTTPConfig: HTTPConfig{Logger: slog.New(slog.NewTextHandler(&log, nil))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			if !strings.Contains(log.String(), tt.want) {
+				t.Errorf("start-up log %q, want %s", log.String(), tt.want)
+			}
+			if strings.Contains(log.String(), testAWSSecret) || strings.Contains(log.String(), testAWSKeyID) {
+				t.Errorf("start-up log leaks a key: %s", log.String())
+			}
+		})
 	}
 }

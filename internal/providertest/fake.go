@@ -49,6 +49,15 @@ type Fake struct {
 	delay     time.Duration
 	sendCount int
 	conns     atomic.Int64
+	inFlight  int
+	maxFlight int
+}
+
+// MaxInFlight is the most requests the fake was handling at once.
+func (f *Fake) MaxInFlight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.maxFlight
 }
 
 // Connections is the number of TCP connections the fake accepted.
@@ -87,7 +96,14 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		f.requests = append(f.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 	}
 	respond, delay := f.respond, f.delay
+	f.inFlight++
+	f.maxFlight = max(f.maxFlight, f.inFlight)
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.mu.Unlock()
+	}()
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
