@@ -25,7 +25,7 @@ lint:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse)
+## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse, hosted providers)
 bench:
 	@./scripts/ensure-postgres.sh
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -37,6 +38,18 @@ type Config struct {
 	AWSAccessKeyID     string `envconfig:"AWS_ACCESS_KEY_ID"`
 	AWSSecretAccessKey string `envconfig:"AWS_SECRET_ACCESS_KEY"`
 	AWSRegion          string `envconfig:"AWS_REGION" default:"us-east-1"`
+
+	// Hosted providers: base-URL overrides (a region, a gateway, a test
+	// server) and the HTTP client's bounds. PROVIDER_MAX_CONCURRENCY is
+	// API calls in flight at once; SMTP_MAX_CONNECTIONS the SMTP pool.
+	// Zero durations and counts take the providers' defaults.
+	MailgunAPIBase         string        `envconfig:"MAILGUN_API_BASE"`
+	SendgridAPIBase        string        `envconfig:"SENDGRID_API_BASE"`
+	ResendAPIBase          string        `envconfig:"RESEND_API_BASE"`
+	SESEndpoint            string        `envconfig:"SES_ENDPOINT"`
+	ProviderTimeout        time.Duration `envconfig:"PROVIDER_TIMEOUT" default:"30s"`
+	ProviderMaxConcurrency int           `envconfig:"PROVIDER_MAX_CONCURRENCY" default:"16"`
+	SMTPMaxConnections     int           `envconfig:"SMTP_MAX_CONNECTIONS" default:"4"`
 
 	APIKey      string `envconfig:"API_KEY"`
 	CORSOrigins string `envconfig:"CORS_ORIGINS"`
@@ -130,6 +143,7 @@ func (c Config) Validate() error {
 	for _, m := range c.missingCredentials() {
 		bad(m, "is required when EMAIL_PROVIDER=%s", c.EmailProvider)
 	}
+	errs = append(errs, c.validateHostedProviders()...)
 	switch c.Environment {
 	case "development":
 	case "staging", "production":
@@ -195,7 +209,12 @@ func (c Config) missingCredentials() []string {
 		"mailgun":  {{"MAILGUN_API_KEY", c.MailgunAPIKey}, {"MAILGUN_DOMAIN", c.MailgunDomain}},
 		"sendgrid": {{"SENDGRID_API_KEY", c.SendgridAPIKey}},
 		"resend":   {{"RESEND_API_KEY", c.ResendAPIKey}},
-		"ses":      {{"AWS_ACCESS_KEY_ID", c.AWSAccessKeyID}, {"AWS_SECRET_ACCESS_KEY", c.AWSSecretAccessKey}},
+	}
+	// SES without explicit keys uses the AWS default credential chain;
+	// one key without the other is a mistake.
+	if c.EmailProvider == "ses" && (c.AWSAccessKeyID == "") != (c.AWSSecretAccessKey == "") {
+		need["ses"] = []struct{ name, value string }{
+			{"AWS_ACCESS_KEY_ID", c.AWSAccessKeyID}, {"AWS_SECRET_ACCESS_KEY", c.AWSSecretAccessKey}}
 	}
 	var missing []string
 	for _, v := range need[c.EmailProvider] {
@@ -204,6 +223,36 @@ func (c Config) missingCredentials() []string {
 		}
 	}
 	return missing
+}
+
+// validateHostedProviders checks the base-URL overrides and the HTTP and
+// SMTP client bounds.
+func (c Config) validateHostedProviders() []error {
+	var errs []error
+	for _, v := range []struct{ name, value string }{
+		{"MAILGUN_API_BASE", c.MailgunAPIBase}, {"SENDGRID_API_BASE", c.SendgridAPIBase},
+		{"RESEND_API_BASE", c.ResendAPIBase}, {"SES_ENDPOINT", c.SESEndpoint},
+	} {
+		if v.value == "" {
+			continue
+		}
+		u, err := url.Parse(v.value)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s: %q is not an http or https URL", v.name, v.value))
+		}
+	}
+	if c.ProviderTimeout < 0 {
+		errs = append(errs, fmt.Errorf("PROVIDER_TIMEOUT: must not be negative, got %s", c.ProviderTimeout))
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"PROVIDER_MAX_CONCURRENCY", c.ProviderMaxConcurrency}, {"SMTP_MAX_CONNECTIONS", c.SMTPMaxConnections}} {
+		if v.n < 0 || v.n > 1024 {
+			errs = append(errs, fmt.Errorf("%s: must be between 1 and 1024 (0 takes the default), got %d", v.name, v.n))
+		}
+	}
+	return errs
 }
 
 // SlogLevel maps LOG_LEVEL to a slog level.

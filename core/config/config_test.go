@@ -31,7 +31,15 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"mailgun without key and domain", func(c *Config) { c.EmailProvider = "mailgun" }, []string{"MAILGUN_API_KEY", "MAILGUN_DOMAIN"}},
 		{"sendgrid without key", func(c *Config) { c.EmailProvider = "sendgrid" }, []string{"SENDGRID_API_KEY"}},
 		{"resend without key", func(c *Config) { c.EmailProvider = "resend" }, []string{"RESEND_API_KEY"}},
-		{"ses without keys", func(c *Config) { c.EmailProvider = "ses" }, []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}},
+		{"ses with a key id but no secret", func(c *Config) { c.EmailProvider, c.AWSAccessKeyID = "ses", "AKID" }, []string{"AWS_SECRET_ACCESS_KEY"}},
+		{"ses with a secret but no key id", func(c *Config) { c.EmailProvider, c.AWSSecretAccessKey = "ses", "s" }, []string{"AWS_ACCESS_KEY_ID"}},
+		{"mailgun base not a URL", func(c *Config) { c.MailgunAPIBase = "api.eu.mailgun.net" }, []string{"MAILGUN_API_BASE"}},
+		{"sendgrid base not http", func(c *Config) { c.SendgridAPIBase = "ftp://x" }, []string{"SENDGRID_API_BASE"}},
+		{"resend base not a URL", func(c *Config) { c.ResendAPIBase = "::" }, []string{"RESEND_API_BASE"}},
+		{"ses endpoint not a URL", func(c *Config) { c.SESEndpoint = "localhost:4566" }, []string{"SES_ENDPOINT"}},
+		{"negative provider timeout", func(c *Config) { c.ProviderTimeout = -1 }, []string{"PROVIDER_TIMEOUT"}},
+		{"negative provider concurrency", func(c *Config) { c.ProviderMaxConcurrency = -1 }, []string{"PROVIDER_MAX_CONCURRENCY"}},
+		{"huge smtp pool", func(c *Config) { c.SMTPMaxConnections = 5000 }, []string{"SMTP_MAX_CONNECTIONS"}},
 		{"production without api key", func(c *Config) {
 			c.Environment, c.EmailProvider, c.SMTPHost = "production", "smtp", "mx"
 		}, []string{"API_KEY"}},
@@ -73,6 +81,11 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		{"postgres with url", func(c *Config) { c.DBDriver, c.DatabaseURL = "postgres", "postgres://x" }},
 		{"valid patterns", func(c *Config) { c.OutboundDomainAllowlist = `(.*\.)?acme\.com, example\.org` }},
+		{"ses without keys uses the default chain", func(c *Config) { c.EmailProvider = "ses" }},
+		{"hosted provider overrides", func(c *Config) {
+			c.EmailProvider, c.MailgunAPIKey, c.MailgunDomain = "mailgun", "k", "mg.acme.test"
+			c.MailgunAPIBase, c.SESEndpoint = "https://api.eu.mailgun.net", "http://127.0.0.1:4566"
+		}},
 		{"zero limits mean unlimited", func(c *Config) { c.SendRateLimitPerMinute, c.SendRateLimitPerHour = 0, 0 }},
 	}
 	for _, tt := range tests {

@@ -62,7 +62,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		st.Close()
 		return nil, err
 	}
-	if a.provider, err = newProvider(cfg, logger); err != nil {
+	if a.provider, err = newProvider(ctx, cfg, logger); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -101,19 +101,33 @@ func OpenStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*st
 	return store.Open(ctx, o)
 }
 
-// newProvider builds the configured provider. The HTTP providers come in a
-// later release; until then naming one is a start-up error, not a server
-// that fails every send.
-func newProvider(cfg config.Config, logger *slog.Logger) (provider, error) {
+// newProvider builds the configured provider from cfg; it makes no request
+// to the provider, so a provider that is down does not stop the start.
+func newProvider(ctx context.Context, cfg config.Config, logger *slog.Logger) (provider, error) {
+	hc := providers.HTTPConfig{Timeout: cfg.ProviderTimeout, MaxConcurrency: cfg.ProviderMaxConcurrency,
+		Logger: logger}
 	switch cfg.EmailProvider {
 	case "demo":
 		return demoProvider{providers.NewDemo(logger)}, nil
 	case "smtp":
 		return providers.NewSMTP(providers.SMTPConfig{Host: cfg.SMTPHost, Port: cfg.SMTPPort,
 			Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, UseTLS: cfg.SMTPUseTLS,
-			Timeout: cfg.SMTPTimeout, Logger: logger})
+			Timeout: cfg.SMTPTimeout, MaxConns: cfg.SMTPMaxConnections, Logger: logger})
+	case "mailgun":
+		return providers.NewMailgun(providers.MailgunConfig{APIKey: cfg.MailgunAPIKey,
+			Domain: cfg.MailgunDomain, APIBase: cfg.MailgunAPIBase, HTTPConfig: hc})
+	case "sendgrid":
+		return providers.NewSendGrid(providers.SendGridConfig{APIKey: cfg.SendgridAPIKey,
+			APIBase: cfg.SendgridAPIBase, HTTPConfig: hc})
+	case "resend":
+		return providers.NewResend(providers.ResendConfig{APIKey: cfg.ResendAPIKey,
+			APIBase: cfg.ResendAPIBase, HTTPConfig: hc})
+	case "ses":
+		return providers.NewSES(ctx, providers.SESConfig{AccessKeyID: cfg.AWSAccessKeyID,
+			SecretAccessKey: cfg.AWSSecretAccessKey, Region: cfg.AWSRegion, Endpoint: cfg.SESEndpoint,
+			HTTPConfig: hc})
 	}
-	return nil, fmt.Errorf("EMAIL_PROVIDER: %s is not available in this version yet (use smtp or demo)", cfg.EmailProvider)
+	return nil, fmt.Errorf("EMAIL_PROVIDER: unknown provider %q", cfg.EmailProvider)
 }
 
 // demoProvider gives the demo provider the Close the app calls on every provider.

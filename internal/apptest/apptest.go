@@ -27,6 +27,7 @@ func Config(tb testing.TB, driver string) config.Config {
 		Environment: "development", LogLevel: "warning", Host: "127.0.0.1",
 		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
 		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second,
+		ProviderTimeout: 30 * time.Second, ProviderMaxConcurrency: 16, SMTPMaxConnections: 4,
 	}
 	if driver == "postgres" {
 		cfg.DatabaseURL = testdb.PostgresURL(tb)

@@ -1,0 +1,288 @@
+// Package providertest is a fake of the hosted email APIs (Mailgun,
+// SendGrid, Resend, Amazon SES v2) on a loopback httptest server: it records
+// every request, answers as the provider documents, and can be told to
+// fail, stall or drop the connection. Provider tests, the end-to-end tests
+// and the benchmarks use it.
+package providertest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/internal/smtptest"
+)
+
+// Kinds are the providers the fake speaks for.
+var Kinds = []string{"mailgun", "sendgrid", "resend", "ses"}
+
+// Request is one request as the fake received it.
+type Request struct {
+	Method, Path string
+	Header       http.Header
+	Body         []byte
+}
+
+// Responder answers the nth request (from 1).
+type Responder func(w http.ResponseWriter, r *http.Request, n int)
+
+// Fake is a fake provider API. It is safe for concurrent use.
+type Fake struct {
+	*httptest.Server
+	Kind string
+
+	mu        sync.Mutex
+	requests  []Request
+	respond   Responder
+	delay     time.Duration
+	sendCount int
+	conns     atomic.Int64
+	inFlight  int
+	maxFlight int
+}
+
+// MaxInFlight is the most requests the fake was handling at once.
+func (f *Fake) MaxInFlight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.maxFlight
+}
+
+// Connections is the number of TCP connections the fake accepted.
+func (f *Fake) Connections() int { return int(f.conns.Load()) }
+
+// Start serves a fake of kind until the end of the test; it accepts every
+// message until told otherwise.
+func Start(tb testing.TB, kind string) *Fake {
+	tb.Helper()
+	f := &Fake{Kind: kind}
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.Server.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.Server.Start()
+	tb.Cleanup(f.Close)
+	return f
+}
+
+// Close stops the server; unlike httptest's, it does not wait for stalled
+// handlers beyond closing their connections.
+func (f *Fake) Close() {
+	f.Server.CloseClientConnections()
+	f.Server.Close()
+}
+
+func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.sendCount++
+	n := f.sendCount
+	// Benchmarks send thousands of messages: keep only the first few.
+	if len(f.requests) < 1000 {
+		f.requests = append(f.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	}
+	respond, delay := f.respond, f.delay
+	f.inFlight++
+	f.maxFlight = max(f.maxFlight, f.inFlight)
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.mu.Unlock()
+	}()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if respond != nil {
+		respond(w, r, n)
+		return
+	}
+	f.Accept(w, n)
+}
+
+// Count is the number of requests received.
+func (f *Fake) Count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sendCount
+}
+
+// Requests returns the requests received (the first 1000).
+func (f *Fake) Requests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Request(nil), f.requests...)
+}
+
+// Respond replaces the answer; nil restores acceptance.
+func (f *Fake) Respond(r Responder) {
+	f.mu.Lock()
+	f.respond = r
+	f.mu.Unlock()
+}
+
+// Delay makes every answer wait d.
+func (f *Fake) Delay(d time.Duration) {
+	f.mu.Lock()
+	f.delay = d
+	f.mu.Unlock()
+}
+
+// ID is the provider id the fake gives the nth message.
+func (f *Fake) ID(n int) string {
+	if f.Kind == "mailgun" {
+		return fmt.Sprintf("<fake-%d@mg.fake.test>", n)
+	}
+	return fmt.Sprintf("fake-%s-%d", f.Kind, n)
+}
+
+// Accept writes the provider's documented success answer.
+func (f *Fake) Accept(w http.ResponseWriter, n int) {
+	id := f.ID(n)
+	switch f.Kind {
+	case "mailgun":
+		writeJSON(w, http.StatusOK, map[string]string{"id": id, "message": "Queued. Thank you."})
+	case "sendgrid":
+		w.Header().Set("X-Message-Id", id)
+		w.WriteHeader(http.StatusAccepted)
+	case "resend":
+		writeJSON(w, http.StatusOK, map[string]string{"id": id})
+	case "ses":
+		writeJSON(w, http.StatusOK, map[string]string{"MessageId": id})
+	}
+}
+
+// Reject answers with status and the provider's error shape carrying msg;
+// headers are set first (key, value, ...).
+func (f *Fake) Reject(status int, msg string, headers ...string) Responder {
+	return func(w http.ResponseWriter, _ *http.Request, _ int) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		switch f.Kind {
+		case "mailgun":
+			writeJSON(w, status, map[string]string{"message": msg})
+		case "sendgrid":
+			writeJSON(w, status, map[string]any{"errors": []map[string]any{{"message": msg, "field": nil, "help": nil}}})
+		case "resend":
+			writeJSON(w, status, map[string]any{"statusCode": status, "message": msg, "name": "validation_error"})
+		case "ses":
+			code := map[int]string{400: "MessageRejected", 403: "AccessDeniedException",
+				429: "TooManyRequestsException", 500: "InternalFailure", 503: "ServiceUnavailable"}[status]
+			if code == "" {
+				code = "BadRequestException"
+			}
+			if w.Header().Get("X-Amzn-ErrorType") == "" {
+				w.Header().Set("X-Amzn-ErrorType", code)
+			}
+			writeJSON(w, status, map[string]string{"message": msg})
+		}
+	}
+}
+
+// Drop closes the connection after reading the request, without an answer.
+func Drop(w http.ResponseWriter, _ *http.Request, _ int) {
+	c, _, err := w.(http.Hijacker).Hijack()
+	if err == nil {
+		c.Close()
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// Sent is a message as the fake saw it, whatever the provider's format.
+type Sent struct {
+	// Envelope is every recipient, Bcc included.
+	Envelope []string
+	// Headers are the message's headers by canonical name: from the MIME
+	// for Mailgun and SES, from the JSON ("headers", "from", ...) otherwise.
+	Headers map[string]string
+	// MIME is the decoded message for the raw-MIME providers.
+	MIME *smtptest.Message
+	// JSON is the decoded body for the JSON providers.
+	JSON map[string]any
+}
+
+// Message decodes the ith request (from 0) as a sent message.
+func (f *Fake) Message(tb testing.TB, i int) Sent {
+	tb.Helper()
+	reqs := f.Requests()
+	if i >= len(reqs) {
+		tb.Fatalf("fake %s received %d requests, want at least %d", f.Kind, len(reqs), i+1)
+	}
+	r := reqs[i]
+	s := Sent{Headers: map[string]string{}}
+	switch f.Kind {
+	case "mailgun":
+		_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil {
+			tb.Fatalf("mailgun request Content-Type %q: %v", r.Header.Get("Content-Type"), err)
+		}
+		form, err := multipart.NewReader(bytes.NewReader(r.Body), params["boundary"]).ReadForm(32 << 20)
+		if err != nil {
+			tb.Fatalf("mailgun request is not multipart/form-data: %v", err)
+		}
+		s.Envelope = form.Value["to"]
+		if len(form.File["message"]) != 1 {
+			tb.Fatalf("mailgun request has %d message files, want 1", len(form.File["message"]))
+		}
+		fh, _ := form.File["message"][0].Open()
+		raw, _ := io.ReadAll(fh)
+		s.setMIME(raw)
+	case "ses":
+		var in struct {
+			Destination struct{ ToAddresses, CcAddresses, BccAddresses []string }
+			Content     struct{ Raw struct{ Data string } }
+		}
+		if err := json.Unmarshal(r.Body, &in); err != nil {
+			tb.Fatalf("ses request body: %v", err)
+		}
+		d := in.Destination
+		s.Envelope = append(append(append([]string{}, d.ToAddresses...), d.CcAddresses...), d.BccAddresses...)
+		raw, err := base64.StdEncoding.DecodeString(in.Content.Raw.Data)
+		if err != nil {
+			tb.Fatalf("ses Content.Raw.Data is not base64: %v", err)
+		}
+		s.setMIME(raw)
+	default:
+		if err := json.Unmarshal(r.Body, &s.JSON); err != nil {
+			tb.Fatalf("%s request body: %v", f.Kind, err)
+		}
+		if h, ok := s.JSON["headers"].(map[string]any); ok {
+			for k, v := range h {
+				s.Headers[http.CanonicalHeaderKey(k)], _ = v.(string)
+			}
+		}
+	}
+	return s
+}
+
+func (s *Sent) setMIME(raw []byte) {
+	m := smtptest.Parse(raw)
+	s.MIME = &m
+	for k, v := range m.Header {
+		s.Headers[k] = strings.Join(v, ", ")
+	}
+}

@@ -1,0 +1,122 @@
+package providers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	netmail "net/mail"
+	"strings"
+	"time"
+
+	"github.com/wneessen/go-mail"
+)
+
+// buildMsg encodes m as a go-mail message. Header values were validated
+// upstream, but a CR or LF here would let one header forge another, so it
+// is checked again.
+func (p *SMTP) buildMsg(m Message) (*mail.Msg, error) {
+	if err := checkHeaderValues(m); err != nil {
+		return nil, err
+	}
+	if m.RecipientCount() == 0 {
+		return nil, errors.New("smtp: message has no recipients")
+	}
+	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())
+
+	from, err := netmail.ParseAddress(m.From)
+	if err != nil {
+		return nil, fmt.Errorf("smtp: invalid from address %q: %w", m.From, err)
+	}
+	from.Name = m.FromName
+	msg.FromMailAddress(from)
+	for _, h := range []struct {
+		header mail.AddrHeader
+		addrs  []string
+	}{{mail.HeaderTo, m.To}, {mail.HeaderCc, m.Cc}, {mail.HeaderBcc, m.Bcc}, {mail.HeaderReplyTo, m.ReplyTo}} {
+		if len(h.addrs) == 0 {
+			continue // an empty list would still write an empty header
+		}
+		if err := msg.SetAddrHeader(h.header, h.addrs...); err != nil {
+			return nil, fmt.Errorf("smtp: %s: %w", h.header, err)
+		}
+	}
+
+	msg.Subject(m.Subject)
+	date := m.Date
+	if date.IsZero() {
+		date = p.now()
+	}
+	msg.SetDateWithValue(date)
+	if m.MessageID != "" {
+		// go-mail adds the angle brackets that m.MessageID already carries.
+		msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
+	}
+	if m.InReplyTo != "" {
+		msg.SetGenHeader(mail.HeaderInReplyTo, m.InReplyTo)
+	}
+	if len(m.References) > 0 {
+		msg.SetGenHeader(mail.HeaderReferences, strings.Join(m.References, " "))
+	}
+
+	msg.SetBodyString(mail.TypeTextPlain, m.Text)
+	if m.HTML != "" {
+		msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
+	}
+	for _, a := range m.Attachments {
+		opts := []mail.FileOption{}
+		if a.ContentType != "" {
+			opts = append(opts, mail.WithFileContentType(mail.ContentType(a.ContentType)))
+		}
+		// ReadSeeker variants: go-mail would copy an io.Reader's content.
+		if a.Inline {
+			if cid := strings.Trim(a.ContentID, "<>"); cid != "" {
+				opts = append(opts, mail.WithFileContentID("<"+cid+">"))
+			}
+			msg.EmbedReadSeeker(a.Filename, bytes.NewReader(a.Content), opts...)
+			continue
+		}
+		msg.AttachReadSeeker(a.Filename, bytes.NewReader(a.Content), opts...)
+	}
+	return msg, nil
+}
+
+func checkHeaderValues(m Message) error {
+	type field struct {
+		name   string
+		values []string
+	}
+	fields := []field{
+		{"from", []string{m.From, m.FromName}},
+		{"to", m.To}, {"cc", m.Cc}, {"bcc", m.Bcc}, {"reply-to", m.ReplyTo},
+		{"subject", []string{m.Subject}},
+		{"message-id", []string{m.MessageID}},
+		{"in-reply-to", []string{m.InReplyTo}},
+		{"references", m.References},
+	}
+	for i, a := range m.Attachments {
+		fields = append(fields, field{fmt.Sprintf("attachment %d", i), []string{a.Filename, a.ContentType, a.ContentID}})
+	}
+	for _, f := range fields {
+		for _, v := range f.values {
+			if strings.ContainsAny(v, "\r\n") {
+				return fmt.Errorf("smtp: %s contains a line break", f.name)
+			}
+		}
+	}
+	return nil
+}
+
+// encodeMIME returns m encoded exactly as the SMTP provider sends it, for
+// the APIs that take raw MIME. go-mail never writes the Bcc header: the
+// caller must pass the Bcc recipients in the envelope.
+func encodeMIME(m Message, now func() time.Time) ([]byte, error) {
+	msg, err := (&SMTP{now: now}).buildMsg(m)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := msg.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	return buf.Bytes(), nil
+}
