@@ -134,12 +134,12 @@ func TestThrottleIgnoresWallClockSteps(t *testing.T) {
 			if err := send(); err != nil {
 				t.Fatal(err)
 			}
-			clock.step(step)
-			clock.advance(time.Second)
+			clock.Step(step)
+			clock.Advance(time.Second)
 			if err := send(); err != nil {
 				t.Fatalf("second send after the step: %v", err)
 			}
-			clock.advance(time.Second)
+			clock.Advance(time.Second)
 			var rl *RateLimitedError
 			if err := send(); !errors.As(err, &rl) {
 				t.Fatalf("third send within a minute, wall clock stepped %v: got %v, want refusal", step, err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/internal/clocktest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/store"
 )
@@ -136,42 +137,8 @@ func (p *fakeProvider) Send(ctx context.Context, m providers.Message) (string, e
 	return "prov-" + m.MessageID, ctx.Err()
 }
 
-// fakeClock is a Clock whose wall time and monotonic reading the test moves
-// separately, as a corrected system clock does.
-type fakeClock struct {
-	mu   sync.Mutex
-	wall time.Time
-	mono time.Duration
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{wall: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wall
-}
-
-func (c *fakeClock) Mono() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mono
-}
-
-// advance lets time pass.
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.wall, c.mono = c.wall.Add(d), c.mono+d
-}
-
-// step sets the wall clock by d without time passing.
-func (c *fakeClock) step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.wall = c.wall.Add(d)
+func newFakeClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 }
 
 func newTestSender(t *testing.T, st Store, p *fakeProvider, perMinute int, filter *DomainFilter) (*Sender, *GlobalRateLimiter) {

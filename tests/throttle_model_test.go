@@ -7,42 +7,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/internal/app"
 	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/clocktest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
 )
-
-// modelClock is a skuld.Clock the test moves: wall and monotonic together.
-type modelClock struct {
-	mu   sync.Mutex
-	wall time.Time
-	mono time.Duration
-}
-
-func (c *modelClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wall
-}
-
-func (c *modelClock) Mono() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mono
-}
-
-func (c *modelClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.wall, c.mono = c.wall.Add(d), c.mono+d
-}
 
 // openMigrated opens a fresh, migrated store of driver.
 func openMigrated(t *testing.T, driver string) *store.Store {
@@ -76,7 +51,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(6, 11))
-		clock := &modelClock{wall: time.Now().UTC().Truncate(time.Second)}
+		clock := clocktest.New(time.Now().UTC().Truncate(time.Second))
 
 		type pending struct {
 			res       skuld.Reservation
@@ -118,7 +93,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 		}
 
 		for range 5000 {
-			clock.advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
+			clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Second))))
 			now := clock.Mono()
 			inFlight = slices.DeleteFunc(inFlight, func(p pending) bool {
 				if p.done <= now {
@@ -136,7 +111,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 				}
 				inFlight = nil
 				crashes++
-				clock.advance(time.Duration(rng.Int64N(int64(90 * time.Second))))
+				clock.Advance(time.Duration(rng.Int64N(int64(90 * time.Second))))
 				restart()
 			case r < 60:
 				res, err := lim.Reserve(now, lease)
