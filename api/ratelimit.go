@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -84,7 +85,10 @@ func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedErro
 	h := c.Response().Header()
 	h.Set("X-RateLimit-Limit", strconv.Itoa(tight.limit))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(tight.remaining))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(a.Clock.Now().Unix()+int64(tight.reset), 10))
+	// Rounded up, like Retry-After: a client that comes back at the Unix
+	// second named must not be early.
+	now := a.Clock.Now().UnixNano()
+	h.Set("X-RateLimit-Reset", strconv.FormatInt((now+int64(time.Second)-1)/int64(time.Second)+int64(tight.reset), 10))
 	h.Set("RateLimit-Policy", policy)
 	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", tight.name, tight.remaining, tight.reset))
 }
