@@ -21,6 +21,7 @@ type Store interface {
 	CreateInbox(ctx context.Context, in *store.Inbox) error
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
+	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
 	DeleteInbox(ctx context.Context, id string) error
 	Thread(ctx context.Context, id string) (*store.Thread, error)
 	Threads(ctx context.Context, inboxID string, limit, offset int) ([]store.Thread, error)
@@ -38,9 +39,11 @@ type Sender interface {
 	Send(ctx context.Context, req skuld.SendRequest) (*store.Message, error)
 }
 
-// Limiter reports the state of the send throttle at a monotonic instant.
+// Limiter reports the state of the send throttle at a monotonic instant:
+// the global windows, and an inbox's.
 type Limiter interface {
 	State(now time.Duration) skuld.State
+	InboxState(now time.Duration, inboxID string, o skuld.Override) skuld.State
 }
 
 // Options configures the API. Store, Sender and Limiter are required.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -30,42 +31,60 @@ func toWindow(w skuld.WindowState) windowResponse {
 // headerWindow is the window that a send response's rate-limit headers
 // describe.
 type headerWindow struct {
-	name      string
-	span      int // seconds
+	name      string // as in a 429's "violated", e.g. "inbox per-minute"
+	span      int    // seconds
 	limit     int
 	remaining int
 	reset     int // seconds until it has room again (or its oldest send leaves)
 }
 
-// setRateLimitHeaders writes the de-facto X-RateLimit-* headers and the IETF
-// draft's RateLimit-Policy / RateLimit fields on a send response. On a 429
-// they describe the violated window that frees last, so that every header
-// agrees with Retry-After; otherwise the tighter configured window: the one
-// with fewer sends remaining, and of two equally tight the one that frees
-// later, which is the one a client must wait for.
-func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedError) {
-	st := a.Limiter.State(a.Clock.Mono())
-	var configured []headerWindow
-	for _, w := range []struct {
-		name string
-		span int
-		ws   skuld.WindowState
-	}{{"per-minute", 60, st.PerMinute}, {"per-hour", 3600, st.PerHour}} {
-		if w.ws.Limit > 0 {
-			configured = append(configured, headerWindow{w.name, w.span, w.ws.Limit, w.ws.Remaining, w.ws.ResetSeconds})
+// configuredWindows lists the limited windows that apply to a send from
+// inboxID ("" for none): the global ones, then the inbox's.
+func (a *API) configuredWindows(c echo.Context, inboxID string) []headerWindow {
+	now := a.Clock.Mono()
+	type named struct {
+		prefix string
+		st     skuld.State
+	}
+	sets := []named{{"", a.Limiter.State(now)}}
+	if inboxID != "" {
+		if in, err := a.Store.Inbox(c.Request().Context(), inboxID); err == nil {
+			sets = append(sets, named{"inbox ", a.Limiter.InboxState(now, in.ID, skuld.InboxOverride(in))})
 		}
 	}
-	if len(configured) == 0 {
+	var out []headerWindow
+	for _, set := range sets {
+		for _, w := range []struct {
+			name string
+			span int
+			ws   skuld.WindowState
+		}{{"per-minute", 60, set.st.PerMinute}, {"per-hour", 3600, set.st.PerHour}} {
+			if w.ws.Limit > 0 {
+				out = append(out, headerWindow{set.prefix + w.name, w.span, w.ws.Limit, w.ws.Remaining, w.ws.ResetSeconds})
+			}
+		}
+	}
+	return out
+}
+
+// setRateLimitHeaders writes the de-facto X-RateLimit-* headers and the IETF
+// draft's RateLimit-Policy / RateLimit fields on a send response, over the
+// global windows and those of the sending inbox. On a 429 they describe the
+// violated window that frees last, so that every header agrees with
+// Retry-After; otherwise the tightest window: the one with fewest sends
+// remaining, and of two equally tight the one that frees later, which is the
+// one a client must wait for.
+func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedError, inboxID string) {
+	configured := a.configuredWindows(c, inboxID)
+	if len(configured) == 0 && refusal == nil {
 		return
 	}
 	var tight headerWindow
 	if refusal != nil {
 		v := refusal.Binding()
-		reset := int(refusal.RetryAfter.Seconds())
-		for _, w := range configured {
-			if w.name == v.Window {
-				tight = headerWindow{w.name, w.span, w.limit, 0, reset}
-			}
+		tight = headerWindow{name: v.Window, span: 60, limit: v.Limit, reset: int(refusal.RetryAfter.Seconds())}
+		if strings.HasSuffix(v.Window, "per-hour") {
+			tight.span = 3600
 		}
 	} else {
 		tight = configured[0]
@@ -75,12 +94,9 @@ func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedErro
 			}
 		}
 	}
-	policy := ""
+	policy := make([]string, len(configured))
 	for i, w := range configured {
-		if i > 0 {
-			policy += ", "
-		}
-		policy += fmt.Sprintf("%q;q=%d;w=%d", w.name, w.limit, w.span)
+		policy[i] = fmt.Sprintf("%q;q=%d;w=%d", policyName(w.name), w.limit, w.span)
 	}
 	h := c.Response().Header()
 	h.Set("X-RateLimit-Limit", strconv.Itoa(tight.limit))
@@ -89,6 +105,11 @@ func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedErro
 	// second named must not be early.
 	now := a.Clock.Now().UnixNano()
 	h.Set("X-RateLimit-Reset", strconv.FormatInt((now+int64(time.Second)-1)/int64(time.Second)+int64(tight.reset), 10))
-	h.Set("RateLimit-Policy", policy)
-	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", tight.name, tight.remaining, tight.reset))
+	if len(policy) > 0 {
+		h.Set("RateLimit-Policy", strings.Join(policy, ", "))
+	}
+	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", policyName(tight.name), tight.remaining, tight.reset))
 }
+
+// policyName is a window's name as a structured-field key: "inbox-per-minute".
+func policyName(window string) string { return strings.ReplaceAll(window, " ", "-") }

@@ -14,7 +14,9 @@ func (a *API) routes(e *echo.Echo) {
 	v1.POST("/inboxes", a.createInbox, auth)
 	v1.GET("/inboxes", a.listInboxes, auth)
 	v1.GET("/inboxes/:id", a.getInbox, auth)
+	v1.PATCH("/inboxes/:id", a.patchInbox, auth)
 	v1.DELETE("/inboxes/:id", a.deleteInbox, auth)
+	v1.GET("/inboxes/:id/rate-limit", a.inboxRateLimit, auth)
 
 	v1.GET("/threads", a.listThreads, auth)
 	v1.GET("/threads/:id", a.getThread, auth)

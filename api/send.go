@@ -26,8 +26,11 @@ const maxSubjectLen = 998
 func (a *API) sendMessage(c echo.Context) error {
 	// Whatever the answer, it describes the throttle as of the moment it
 	// is written; a refusal's headers describe the refusal.
-	var refusal *skuld.RateLimitedError
-	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal) })
+	var (
+		refusal *skuld.RateLimitedError
+		inboxID string
+	)
+	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal, inboxID) })
 	key, hash, err := a.readIdempotencyKey(c)
 	if err != nil {
 		return err
@@ -36,6 +39,7 @@ func (a *API) sendMessage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	inboxID = req.InboxID
 	if key != "" {
 		return a.sendIdempotent(c, key, hash, req, &refusal)
 	}

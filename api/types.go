@@ -35,12 +35,21 @@ type inboxResponse struct {
 	EmailAddress   string         `json:"email_address"`
 	Name           string         `json:"name"`
 	ProviderConfig map[string]any `json:"provider_config"`
-	CreatedAt      timestamp      `json:"created_at"`
+	// RateLimit is ours: the inbox's overrides of the inbox default
+	// limits, null where it uses the default.
+	RateLimit inboxRateLimit `json:"rate_limit"`
+	CreatedAt timestamp      `json:"created_at"`
+}
+
+type inboxRateLimit struct {
+	PerMinute *int `json:"per_minute"`
+	PerHour   *int `json:"per_hour"`
 }
 
 func toInbox(in *store.Inbox) inboxResponse {
 	return inboxResponse{ID: in.ID, EmailAddress: in.EmailAddress, Name: in.Name,
-		ProviderConfig: map[string]any{}, CreatedAt: timestamp(in.CreatedAt)}
+		ProviderConfig: map[string]any{}, CreatedAt: timestamp(in.CreatedAt),
+		RateLimit: inboxRateLimit{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour}}
 }
 
 type threadSummary struct {

@@ -133,7 +133,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	}
 
 	b := s.budget(m.Size)
-	res, err := s.o.Limiter.Reserve(b.reserved, b.lease)
+	res, err := s.o.Limiter.ReserveInbox(b.reserved, b.lease, inbox.ID, InboxOverride(inbox))
 	if err != nil {
 		var rl *RateLimitedError
 		if errors.As(err, &rl) {
@@ -168,6 +168,11 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	}
 	s.deliver(ctx, res, b, m, inbox, req)
 	return m, nil
+}
+
+// InboxOverride is the throttle override stored with an inbox.
+func InboxOverride(in *store.Inbox) Override {
+	return Override{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour}
 }
 
 // budget is the time one send may take, fixed at admission.

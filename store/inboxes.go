@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -22,8 +23,8 @@ func (s *Store) CreateInbox(ctx context.Context, in *Inbox) error {
 }
 
 // Inbox returns the inbox with the given id, or ErrNotFound. Every send
-// reads its inbox, and an inbox never changes once created, so found
-// inboxes are cached until DeleteInbox.
+// reads its inbox, and inboxes change only through this Store, so found
+// inboxes are cached until UpdateInbox or DeleteInbox.
 func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
 	in, gen, ok := s.inboxes.get(id)
 	if ok {
@@ -46,6 +47,40 @@ func (s *Store) Inboxes(ctx context.Context, limit, offset int) ([]Inbox, error)
 		return nil, wrap(err, "list inboxes")
 	}
 	return ins, nil
+}
+
+// InboxChanges are the fields UpdateInbox writes; the rest stay as they are.
+type InboxChanges struct {
+	Name *string // nil: unchanged
+	// SetPerMinute writes PerMinute (nil: back to the default); likewise
+	// SetPerHour.
+	SetPerMinute, SetPerHour bool
+	PerMinute, PerHour       *int
+}
+
+// UpdateInbox applies ch to inbox id at now and returns the inbox as
+// stored, or ErrNotFound.
+func (s *Store) UpdateInbox(ctx context.Context, id string, ch InboxChanges, now time.Time) (*Inbox, error) {
+	defer s.inboxes.evict(id)
+	cols := map[string]any{"updated_at": utc(now)}
+	if ch.Name != nil {
+		cols["name"] = *ch.Name
+	}
+	if ch.SetPerMinute {
+		cols["rate_limit_per_minute"] = ch.PerMinute
+	}
+	if ch.SetPerHour {
+		cols["rate_limit_per_hour"] = ch.PerHour
+	}
+	res := s.db.WithContext(ctx).Model(&Inbox{}).Where("id = ?", id).Updates(cols)
+	if res.Error != nil {
+		return nil, wrap(res.Error, "update inbox %s", id)
+	}
+	if res.RowsAffected == 0 {
+		return nil, wrap(gorm.ErrRecordNotFound, "update inbox %s", id)
+	}
+	s.inboxes.evict(id)
+	return s.Inbox(ctx, id)
 }
 
 // DeleteInbox deletes the inbox and, through the schema's cascades, its

@@ -23,8 +23,12 @@ type Inbox struct {
 	ID           string `gorm:"primaryKey"`
 	EmailAddress string
 	Name         string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// RateLimitPerMinute and RateLimitPerHour override the inbox default
+	// limits: nil is the default, 0 unlimited.
+	RateLimitPerMinute *int
+	RateLimitPerHour   *int
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // Thread is a row of the threads table: a conversation inside one inbox.

@@ -37,20 +37,30 @@ func prepareSlot(sl *SendSlot, m *Message) {
 	}
 }
 
-// CountedSends returns, oldest first, the times at which the sends counted
-// since since count against the throttle. It is read at start-up, after
+// CountedSend is one send that counts against the throttle.
+type CountedSend struct {
+	InboxID string
+	At      time.Time
+}
+
+// CountedSends returns, oldest first, the sends counted since since, with
+// the time from which each counts. It is read at start-up, after
 // ResolveInterrupted, to restore the throttle across a restart.
-func (s *Store) CountedSends(ctx context.Context, since time.Time) ([]time.Time, error) {
-	var times []time.Time
-	err := s.db.WithContext(ctx).Model(&SendSlot{}).Where("counted_at >= ?", utc(since)).
-		Order("counted_at").Pluck("counted_at", &times).Error
+func (s *Store) CountedSends(ctx context.Context, since time.Time) ([]CountedSend, error) {
+	var rows []struct {
+		InboxID   string
+		CountedAt time.Time
+	}
+	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("inbox_id, counted_at").
+		Where("counted_at >= ?", utc(since)).Order("counted_at").Find(&rows).Error
 	if err != nil {
 		return nil, wrap(err, "counted sends since %s", since)
 	}
-	for i := range times {
-		times[i] = times[i].UTC()
+	out := make([]CountedSend, len(rows))
+	for i, r := range rows {
+		out[i] = CountedSend{InboxID: r.InboxID, At: r.CountedAt.UTC()}
 	}
-	return times, nil
+	return out, nil
 }
 
 // ResolveInterrupted closes the sends a stopped server left in flight. Each

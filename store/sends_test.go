@@ -31,14 +31,16 @@ func settle(t *testing.T, s *Store, m *Message, status string, counted *time.Tim
 
 func counted(t *testing.T, s *Store, since time.Time) string {
 	t.Helper()
-	got, err := s.CountedSends(context.Background(), since)
+	sends, err := s.CountedSends(context.Background(), since)
 	if err != nil {
 		t.Fatalf("CountedSends: %v", err)
 	}
-	for _, g := range got {
-		if g.Location() != time.UTC {
-			t.Errorf("got %s in %v, want UTC", g, g.Location())
+	var got []time.Time
+	for _, c := range sends {
+		if c.At.Location() != time.UTC || c.InboxID == "" {
+			t.Errorf("got %+v, want UTC with its inbox", c)
 		}
+		got = append(got, c.At)
 	}
 	return fmt.Sprint(got)
 }

@@ -63,6 +63,9 @@ type Config struct {
 
 	SendRateLimitPerMinute int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE" default:"0"`
 	SendRateLimitPerHour   int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_HOUR" default:"0"`
+	// Every inbox's own windows, unless it overrides them (PATCH).
+	InboxSendRateLimitPerMinute int `envconfig:"INBOX_SEND_RATE_LIMIT_PER_MINUTE" default:"0"`
+	InboxSendRateLimitPerHour   int `envconfig:"INBOX_SEND_RATE_LIMIT_PER_HOUR" default:"0"`
 
 	// Retrying temporary provider failures (issue 6): how many retries
 	// after the first attempt, and how long after admission one may start.
@@ -172,6 +175,8 @@ func (c Config) Validate() error {
 	}{
 		{"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE", c.SendRateLimitPerMinute, 0},
 		{"GLOBAL_SEND_RATE_LIMIT_PER_HOUR", c.SendRateLimitPerHour, 0},
+		{"INBOX_SEND_RATE_LIMIT_PER_MINUTE", c.InboxSendRateLimitPerMinute, 0},
+		{"INBOX_SEND_RATE_LIMIT_PER_HOUR", c.InboxSendRateLimitPerHour, 0},
 		{"ATTACHMENT_MAX_SIZE_MB", c.AttachmentMaxSizeMB, 1},
 		{"ATTACHMENT_MAX_TOTAL_SIZE_MB", c.AttachmentMaxTotalSizeMB, 1},
 		{"ATTACHMENT_MAX_COUNT", c.AttachmentMaxCount, 0},

@@ -49,6 +49,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"unknown driver", func(c *Config) { c.DBDriver = "mysql" }, []string{"DB_DRIVER"}},
 		{"bad log level", func(c *Config) { c.LogLevel = "loud" }, []string{"LOG_LEVEL"}},
 		{"bad port", func(c *Config) { c.Port = 70000 }, []string{"PORT"}},
+		{"negative inbox per-minute", func(c *Config) { c.InboxSendRateLimitPerMinute = -1 }, []string{"INBOX_SEND_RATE_LIMIT_PER_MINUTE"}},
+		{"negative inbox per-hour", func(c *Config) { c.InboxSendRateLimitPerHour = -1 }, []string{"INBOX_SEND_RATE_LIMIT_PER_HOUR"}},
 		{"negative retries", func(c *Config) { c.SendRetryMax = -1 }, []string{"SEND_RETRY_MAX"}},
 		{"zero retry deadline", func(c *Config) { c.SendRetryDeadline = 0 }, []string{"SEND_RETRY_DEADLINE"}},
 		{"zero smtp timeout", func(c *Config) { c.SMTPTimeout = 0 }, []string{"SMTP_TIMEOUT"}},

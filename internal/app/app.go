@@ -72,6 +72,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		return nil, err
 	}
 	a.limiter = skuld.NewGlobalRateLimiter(cfg.SendRateLimitPerMinute, cfg.SendRateLimitPerHour)
+	a.limiter.SetInboxDefaults(cfg.InboxSendRateLimitPerMinute, cfg.InboxSendRateLimitPerHour)
 	if err := a.restoreThrottle(ctx); err != nil {
 		a.closeAll()
 		return nil, err
