@@ -446,7 +446,7 @@ type Violation struct {
 	// Window is "per-minute", "per-hour", "inbox per-minute" or
 	// "inbox per-hour".
 	Window     string
-	Count      int    // committed and in flight
+	Count      int // committed and in flight
 	Limit      int
 	RetryAfter time.Duration // when this window has room again
 }
