@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"net/mail"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
 )
@@ -46,10 +46,10 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	}
 	req := skuld.SendRequest{
 		InboxID:         obj.str("inbox_id", true, 1, 0),
-		To:              obj.strList("to", true, 1),
-		Cc:              obj.strList("cc", false, 0),
-		Bcc:             obj.strList("bcc", false, 0),
-		ReplyTo:         obj.strList("reply_to", false, 0),
+		To:              obj.addresses("to", true, 1),
+		Cc:              obj.addresses("cc", false, 0),
+		Bcc:             obj.addresses("bcc", false, 0),
+		ReplyTo:         obj.addresses("reply_to", false, 0),
 		Subject:         obj.str("subject", true, 1, maxSubjectLen),
 		Body:            obj.str("body", true, 0, 0),
 		HTML:            obj.str("html", false, 0, 0),
@@ -58,16 +58,8 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	if strings.ContainsAny(req.Subject, "\r\n") {
 		obj.add("subject", "Subject must not contain CR or LF", "value_error")
 	}
-	for _, field := range []struct {
-		name  string
-		addrs []string
-	}{{"to", req.To}, {"cc", req.Cc}, {"bcc", req.Bcc}, {"reply_to", req.ReplyTo}} {
-		for i, addr := range field.addrs {
-			if !validAddress(addr) {
-				obj.add([]any{field.name, i}, "Invalid email address: "+addr, "value_error")
-			}
-		}
-	}
+	req.To, req.Cc, req.Bcc = dedupRecipients(req.To, req.Cc, req.Bcc)
+	req.ReplyTo, _, _ = dedupRecipients(req.ReplyTo, nil, nil)
 	if n := len(req.To) + len(req.Cc) + len(req.Bcc); n > maxRecipients {
 		obj.add("to", fmt.Sprintf("Too many recipients: %d (at most %d across to, cc and bcc)", n, maxRecipients), "value_error")
 	}
@@ -79,14 +71,22 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	return req, err
 }
 
-// validAddress accepts one RFC 5322 address (a display name is allowed)
-// with no header-breaking characters.
-func validAddress(s string) bool {
-	if strings.ContainsAny(s, "\r\n") {
-		return false
+// dedupRecipients keeps the first occurrence of each mailbox across to, cc
+// and bcc (compared case-insensitively on the canonical addr-spec): the same
+// person listed three times is one recipient, in the first list naming them.
+func dedupRecipients(to, cc, bcc []address.Address) (_, _, _ []address.Address) {
+	seen := make(map[string]bool, len(to)+len(cc)+len(bcc))
+	keep := func(l []address.Address) []address.Address {
+		out := l[:0:0]
+		for _, a := range l {
+			if k := a.Key(); !seen[k] {
+				seen[k] = true
+				out = append(out, a)
+			}
+		}
+		return out
 	}
-	a, err := mail.ParseAddress(s)
-	return err == nil && strings.Contains(a.Address, "@")
+	return keep(to), keep(cc), keep(bcc)
 }
 
 type attachmentSpec struct {

@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 // FieldError is one schema problem, in the shape FastAPI clients parse:
@@ -159,6 +162,29 @@ func (o object) strList(name string, required bool, minItems int) []string {
 			continue
 		}
 		out = append(out, s)
+	}
+	return out
+}
+
+// addresses reads a list of email addresses, each parsed once into its
+// canonical form; every address that does not parse is reported with why.
+func (o object) addresses(name string, required bool, minItems int) []address.Address {
+	raw := o.strList(name, required, minItems)
+	if raw == nil {
+		return nil
+	}
+	out := make([]address.Address, 0, len(raw))
+	for i, s := range raw {
+		a, err := address.Parse(s)
+		if err != nil {
+			msg := "Invalid email address: " + s
+			if pe := (*address.ParseError)(nil); errors.As(err, &pe) && !errors.Is(err, address.ErrSyntax) {
+				msg += " (" + pe.Err.Error() + ")"
+			}
+			o.add([]any{name, i}, msg, "value_error")
+			continue
+		}
+		out = append(out, a)
 	}
 	return out
 }

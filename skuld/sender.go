@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/store"
 )
@@ -29,12 +30,13 @@ type Provider interface {
 	Send(ctx context.Context, m providers.Message) (string, error)
 }
 
-// SendRequest is one validated send. Addresses are RFC 5322 addresses
-// (a display name is allowed); Attachments carry decoded content.
+// SendRequest is one validated send. Addresses are parsed once, at the edge,
+// into canonical values: the filter, the stored row and the provider all use
+// them as they are. Attachments carry decoded content.
 type SendRequest struct {
 	InboxID         string
-	To, Cc, Bcc     []string
-	ReplyTo         []string
+	To, Cc, Bcc     []address.Address
+	ReplyTo         []address.Address
 	Subject         string
 	Body            string // Markdown
 	HTML            string // optional: replaces the rendering of Body
@@ -197,13 +199,14 @@ func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *stor
 	return inbox, thread, parent, err
 }
 
-// checkDomains applies the outbound domain policy to every recipient:
+// checkDomains applies the outbound domain policy to every recipient and to
+// Reply-To (a Reply-To at a blocked domain routes the replies there):
 // rejections are logged at INFO with the pattern, allows at DEBUG.
 func (s *Sender) checkDomains(ctx context.Context, req SendRequest) error {
-	rejected := s.o.Filter.Rejected(req.To, req.Cc, req.Bcc)
+	rejected := s.o.Filter.Rejected(req.To, req.Cc, req.Bcc, req.ReplyTo)
 	if len(rejected) == 0 {
 		if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
-			for _, list := range [][]string{req.To, req.Cc, req.Bcc} {
+			for _, list := range [][]address.Address{req.To, req.Cc, req.Bcc, req.ReplyTo} {
 				for _, a := range list {
 					_, domain, _ := s.o.Filter.Check(a)
 					s.o.Logger.DebugContext(ctx, "recipient domain allowed", slog.String("domain", domain))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/store"
 )
@@ -128,7 +129,7 @@ func newTestSender(t *testing.T, st *memStore, p *fakeProvider, perMinute int, f
 func TestSendRecordsAndSends(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{}
 	s, lim := newTestSender(t, st, p, 5, nil)
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"Bob <bob@x.test>"},
+	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("Bob <bob@x.test>"),
 		Subject: "Hi", Body: "**bold**"})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
@@ -153,7 +154,7 @@ func TestSendRecordsAndSends(t *testing.T) {
 func TestSendProviderFailureGivesSlotBack(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{err: errors.New("smtp: message rejected: 554 no")}
 	s, lim := newTestSender(t, st, p, 1, nil)
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -165,7 +166,7 @@ func TestSendProviderFailureGivesSlotBack(t *testing.T) {
 		t.Errorf("throttle after failure = %+v, want nothing counted", st1)
 	}
 	p.err = nil
-	if m, err = s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"}); err != nil || m.Status != store.StatusSent {
+	if m, err = s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}); err != nil || m.Status != store.StatusSent {
 		t.Fatalf("next send at the limit = %v, %v; want sent", m, err)
 	}
 }
@@ -180,11 +181,11 @@ func TestSendStopsEarly(t *testing.T) {
 		req  SendRequest
 		want func(error) bool
 	}{
-		{"unknown inbox", SendRequest{InboxID: "nope", To: []string{"a@x.test"}, Subject: "s"},
+		{"unknown inbox", SendRequest{InboxID: "nope", To: address.MustParseList("a@x.test"), Subject: "s"},
 			func(err error) bool { var nf *NotFoundError; return errors.As(err, &nf) && nf.Kind == "Inbox" }},
-		{"unknown thread", SendRequest{InboxID: "ib1", To: []string{"a@x.test"}, Subject: "s", ReplyToThreadID: "t0"},
+		{"unknown thread", SendRequest{InboxID: "ib1", To: address.MustParseList("a@x.test"), Subject: "s", ReplyToThreadID: "t0"},
 			func(err error) bool { var nf *NotFoundError; return errors.As(err, &nf) && nf.Kind == "Thread" }},
-		{"blocked bcc", SendRequest{InboxID: "ib1", To: []string{"a@x.test"}, Bcc: []string{"z@EVIL.test", "y@evil.test"}, Subject: "s"},
+		{"blocked bcc", SendRequest{InboxID: "ib1", To: address.MustParseList("a@x.test"), Bcc: address.MustParseList("z@EVIL.test", "y@evil.test"), Subject: "s"},
 			func(err error) bool {
 				var b *BlockedError
 				return errors.As(err, &b) && b.Error() == "Recipient domain(s) blocked by outbound policy: evil.test"
@@ -211,16 +212,16 @@ func TestSendStopsEarly(t *testing.T) {
 func TestReplyCarriesThreadingHeaders(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{}
 	s, _ := newTestSender(t, st, p, 0, nil)
-	first, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	first, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"},
+	second, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
 		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	third, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"},
+	third, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
 		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestShutdownDrainsInFlightSends(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *store.Message)
 	go func() {
-		m, _ := s.Send(ctx, SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+		m, _ := s.Send(ctx, SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 		done <- m
 	}()
 	<-p.start
@@ -307,7 +308,7 @@ func TestSendFromInboxDeletedMeanwhile(t *testing.T) {
 	st, p := vanishingStore{newMemStore()}, &fakeProvider{}
 	lim := NewGlobalRateLimiter(1, 0)
 	s := NewSender(Options{Store: st, Provider: p, Limiter: lim})
-	_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	var nf *NotFoundError
 	if !errors.As(err, &nf) || nf.Kind != "Inbox" {
 		t.Fatalf("Send = %v, want Inbox not found", err)
