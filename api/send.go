@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/base64"
 	"fmt"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -44,6 +43,8 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	if err != nil {
 		return skuld.SendRequest{}, err
 	}
+	obj.forbidExtra("inbox_id", "to", "cc", "bcc", "reply_to", "subject", "body", "html",
+		"reply_to_thread_id", "attachments")
 	req := skuld.SendRequest{
 		InboxID:         obj.str("inbox_id", true, 1, 0),
 		To:              obj.addresses("to", true, 1),
@@ -120,13 +121,12 @@ func (a *API) attachmentSpecs(obj object) []attachmentSpec {
 			it.add("disposition", "Input should be 'attachment' or 'inline'", "literal_error")
 		case s.disposition == "inline" && s.contentID == "":
 			it.add("content_id", "content_id is required for inline attachments", "missing")
-		case strings.ContainsAny(s.contentID, "\r\n<> "):
-			it.add("content_id", "content_id must not contain CR, LF, spaces or angle brackets", "value_error")
+		case s.contentID != "" && !validContentID(s.contentID):
+			it.add("content_id", "content_id must be ASCII letters, digits, "+contentIDPunct+" and at most one @", "value_error")
 		}
-		if s.contentType != "" {
-			if _, _, err := mime.ParseMediaType(s.contentType); err != nil {
-				it.add("content_type", "Invalid content type: "+s.contentType, "value_error")
-			}
+		if s.contentType != "" && !safeContentType(s.contentType) {
+			it.add("content_type", "Invalid content type: "+s.contentType+
+				" (a plain type/subtype, no parameters; multipart and message types are not accepted)", "value_error")
 		}
 		specs = append(specs, s)
 	}
@@ -171,4 +171,46 @@ func (a *API) decodeAttachments(specs []attachmentSpec) ([]providers.Attachment,
 func tooLarge(i int, variable string, limit int64) error {
 	return newError(http.StatusRequestEntityTooLarge, "attachment_too_large",
 		fmt.Sprintf("Attachment %d is larger than %s (%d MB)", i, variable, limit>>20))
+}
+
+// contentIDPunct is the punctuation of RFC 5322 atext, plus the dot.
+const contentIDPunct = "!#$%&'*+-/=?^_`{|}~."
+
+// validContentID accepts a Content-ID of atom characters (dot-atom text,
+// with one "@" as in a msg-id): nothing to quote, nothing to break a header.
+func validContentID(s string) bool {
+	if strings.Count(s, "@") > 1 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '@' ||
+			strings.IndexByte(contentIDPunct, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// safeTopTypes are the media types an attachment may declare. multipart and
+// message would let a client smuggle its own MIME structure (message/rfc822
+// with a forged inner message) into ours.
+var safeTopTypes = map[string]bool{"application": true, "audio": true, "font": true,
+	"image": true, "model": true, "text": true, "video": true}
+
+// safeContentType accepts exactly "type/subtype" (RFC 6838 token
+// characters, no parameters, no spaces) with a type from safeTopTypes.
+func safeContentType(s string) bool {
+	top, sub, ok := strings.Cut(s, "/")
+	if !ok || !safeTopTypes[strings.ToLower(top)] || sub == "" || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(sub); i++ {
+		c := sub[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$&-^_.+", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

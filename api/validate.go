@@ -2,13 +2,19 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/nornweave/nornweave/core/address"
 )
@@ -51,7 +57,7 @@ type object struct {
 func decodeBody(r io.Reader) (object, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return object{}, err
+		return object{}, readError(err)
 	}
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -64,6 +70,9 @@ func decodeBody(r io.Reader) (object, error) {
 		} else {
 			errs = []FieldError{{Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object", Type: "model_attributes_type"}}
 		}
+		return object{}, &ValidationError{Errors: errs}
+	}
+	if errs := checkJSON(data); len(errs) > 0 {
 		return object{}, &ValidationError{Errors: errs}
 	}
 	errs := []FieldError{}
@@ -262,3 +271,24 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+// readError sorts a failure to read the body: the client's doing (it went
+// away, or was too slow for the read timeout, or sent less than it
+// announced) is a 4xx logged at INFO, not a 500 at ERROR.
+func readError(err error) error {
+	var he *echo.HTTPError
+	var ne net.Error
+	switch {
+	case errors.As(err, &he):
+		return err // the body limit's 413
+	case errors.Is(err, context.Canceled):
+		return newError(statusClientClosedRequest, "client_closed_request", "Client closed the request")
+	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return newError(http.StatusRequestTimeout, "request_timeout", "Request body not received in time")
+	}
+	return newError(http.StatusBadRequest, "incomplete_body", "Request body could not be read: "+err.Error())
+}
+
+// statusClientClosedRequest is nginx's code for a client that went away
+// before the answer; it is only ever seen in the log.
+const statusClientClosedRequest = 499

@@ -85,11 +85,8 @@ func Parse(raw string) (Address, error) {
 	if err != nil {
 		return fail(ErrSyntax)
 	}
-	if hasControl(m.Name) {
-		return fail(ErrControl)
-	}
-	if strings.ContainsAny(m.Name, "@<>") {
-		return fail(ErrName)
+	if err := CheckName(m.Name); err != nil {
+		return fail(err)
 	}
 	at := strings.LastIndexByte(m.Address, '@')
 	if at <= 0 {
@@ -240,4 +237,18 @@ func MustParseList(raw ...string) []Address {
 		out[i] = MustParse(s)
 	}
 	return out
+}
+
+// CheckName reports whether name can be a display name in a header: no
+// control characters (a CR or LF would break the header, a NUL cannot be
+// stored) and nothing address-like ('@', '<', '>'), which would let
+// "\"Q\" <admin@bank.com>" pose as another sender.
+func CheckName(name string) error {
+	if !utf8.ValidString(name) || hasControl(name) {
+		return ErrControl
+	}
+	if strings.ContainsAny(name, "@<>") {
+		return ErrName
+	}
+	return nil
 }
