@@ -252,15 +252,27 @@ func (s *Sender) Shutdown(ctx context.Context) error {
 	}
 }
 
-// userError is the provider's error as stored and shown to the client:
-// providers word their errors for users and never include secrets; it is
-// capped so a chatty server cannot bloat the row.
+// userError is what the stored row and the client learn of a failed send:
+// the kind of failure and the server's reply code, never the provider's
+// own sentence, which names the relay ("connect to 10.0.0.5:2528") and may
+// quote its banner. The full error goes to the log.
 func userError(err error) string {
-	msg := err.Error()
-	if len(msg) > 1000 {
-		msg = msg[:1000] + "…"
+	var se *providers.SendError
+	switch {
+	case errors.As(err, &se) && se.Unknown:
+		return "The mail server did not confirm the message after it was handed over: it may have been delivered"
+	case se != nil && se.Code != 0 && se.Temporary:
+		return fmt.Sprintf("The mail server deferred the message (reply code %d); it was not sent, try again later", se.Code)
+	case se != nil && se.Code != 0:
+		return fmt.Sprintf("The mail server refused the message (reply code %d)", se.Code)
+	case se != nil && se.Temporary:
+		return "Could not reach the mail server; the message was not sent, try again later"
+	case se != nil:
+		return "Could not deliver to the mail server (connection, TLS or authentication failure); the message was not sent"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "The mail server did not answer in time; the message may not have been sent"
 	}
-	return msg
+	return "The provider could not send the message"
 }
 
 func violationCounts(e *RateLimitedError) string {

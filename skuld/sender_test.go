@@ -152,14 +152,14 @@ func TestSendRecordsAndSends(t *testing.T) {
 }
 
 func TestSendProviderFailureGivesSlotBack(t *testing.T) {
-	st, p := newMemStore(), &fakeProvider{err: errors.New("smtp: message rejected: 554 no")}
+	st, p := newMemStore(), &fakeProvider{err: &providers.SendError{Code: 554, Err: errors.New("smtp: message rejected at 10.0.0.5:25: 554 no")}}
 	s, lim := newTestSender(t, st, p, 1, nil)
 	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	if m.Status != store.StatusFailed || m.Error == nil || !strings.Contains(*m.Error, "554") {
-		t.Fatalf("got status %q error %v, want failed with the provider's reason", m.Status, m.Error)
+	if m.Status != store.StatusFailed || m.Error == nil || !strings.Contains(*m.Error, "554") || strings.Contains(*m.Error, "10.0.0.5") {
+		t.Fatalf("got status %q error %v, want failed with the reply code and no relay address", m.Status, m.Error)
 	}
 	st1 := lim.State(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)).PerMinute
 	if st1.Used != 0 || st1.InFlight != 0 {

@@ -79,7 +79,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		Filter: filter, Logger: logger})
 	a.handler = api.New(api.Options{
 		Store: st, Sender: a.sender, Limiter: a.limiter, Logger: logger,
-		APIKey: cfg.APIKey, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
+		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
 		AttachmentMaxCount:     cfg.AttachmentMaxCount,
