@@ -38,7 +38,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "== $$name ($$pkg, $(FUZZTIME))"; \
-	  $(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) -parallel 1 $$pkg; \
+	  $(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s -parallel 1 $$pkg; \
 	done
 
 ## load: 500 clients for 130 s against a fresh server (SQLite, 100 sends a minute) sending to

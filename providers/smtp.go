@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/wneessen/go-mail"
 
@@ -322,6 +323,11 @@ func checkHeaderValues(m Message) error {
 		for _, v := range f.values {
 			if strings.ContainsAny(v, "\r\n") {
 				return fmt.Errorf("smtp: %s contains a line break", f.name)
+			}
+			// Other controls (NUL, DEL, ...) make a header line that
+			// parsers reject or read differently (found by FuzzBuildMIME).
+			if strings.ContainsFunc(v, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) {
+				return fmt.Errorf("smtp: %s contains a control character", f.name)
 			}
 		}
 	}
