@@ -32,6 +32,7 @@ func TestSecurityEdges(t *testing.T) {
 		{"form body", "POST", "/v1/messages", validSend, "application/x-www-form-urlencoded", key, 415, `"code":"unsupported_media_type"`},
 		{"no content type", "POST", "/v1/messages", validSend, "", key, 415, `"code":"unsupported_media_type"`},
 		{"json with another charset", "POST", "/v1/messages", validSend, "application/json; charset=latin1", key, 415, `"unsupported_media_type"`},
+		{"GET with a stray Content-Type", "GET", "/v1/rate-limit", "", "text/plain", key, 200, `"per_minute"`},
 		{"json with utf-8", "POST", "/v1/messages", validSend, "application/json; charset=UTF-8", key, 201, `"id":"m"`},
 		{"cross-site origin", "POST", "/v1/messages", validSend, "application/json",
 			append([]string{"Origin", "https://evil.example"}, key...), 403, `"code":"cross_site_forbidden"`},
