@@ -142,3 +142,11 @@ type errTimeout struct{}
 func (errTimeout) Error() string   { return "i/o timeout" }
 func (errTimeout) Timeout() bool   { return true }
 func (errTimeout) Temporary() bool { return true }
+
+func TestAddressErrorPointsAtItsItem(t *testing.T) {
+	h := newTestAPI(nil, "")
+	rec := serve(h, "POST", "/v1/messages", `{"inbox_id":"i","to":[7,"g: a@b.test;"],"subject":"s","body":""}`)
+	if rec.Code != 422 || !strings.Contains(rec.Body.String(), `"loc":["body","to",1],"msg":"Invalid email address: g: a@b.test; (group syntax is not accepted)"`) {
+		t.Fatalf("got %d %s, want a 422 at [body to 1] naming group syntax", rec.Code, rec.Body)
+	}
+}

@@ -146,44 +146,47 @@ func (o object) checkLen(field any, s string, minLen, maxLen int) {
 	}
 }
 
-// strList reads a list of strings with at least minItems items.
-func (o object) strList(name string, required bool, minItems int) []string {
+// strItems reads a list of strings with at least minItems items, and each
+// string's index in the JSON list, so that later problems point at the
+// right item even when an earlier one was not a string.
+func (o object) strItems(name string, required bool, minItems int) ([]string, []int) {
 	raw, ok := o.present(name)
 	if !ok {
 		if required {
 			o.add(name, "Field required", "missing")
 		}
-		return nil
+		return nil, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		o.add(name, "Input should be a valid list", "list_type")
-		return nil
+		return nil, nil
 	}
 	if len(items) < minItems {
 		o.add(name, fmt.Sprintf("List should have at least %d item%s after validation, not %d", minItems, plural(minItems), len(items)), "too_short")
 	}
-	out := make([]string, 0, len(items))
+	out, idx := make([]string, 0, len(items)), make([]int, 0, len(items))
 	for i, item := range items {
 		var s string
 		if err := json.Unmarshal(item, &s); err != nil {
 			o.add([]any{name, i}, "Input should be a valid string", "string_type")
 			continue
 		}
-		out = append(out, s)
+		out, idx = append(out, s), append(idx, i)
 	}
-	return out
+	return out, idx
 }
 
 // addresses reads a list of email addresses, each parsed once into its
 // canonical form; every address that does not parse is reported with why.
 func (o object) addresses(name string, required bool, minItems int) []address.Address {
-	raw := o.strList(name, required, minItems)
+	raw, idx := o.strItems(name, required, minItems)
 	if raw == nil {
 		return nil
 	}
 	out := make([]address.Address, 0, len(raw))
-	for i, s := range raw {
+	for j, s := range raw {
+		i := idx[j]
 		a, err := address.Parse(s)
 		if err != nil {
 			msg := "Invalid email address: " + s
