@@ -2,9 +2,13 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,5 +152,78 @@ func TestAddressErrorPointsAtItsItem(t *testing.T) {
 	rec := serve(h, "POST", "/v1/messages", `{"inbox_id":"i","to":[7,"g: a@b.test;"],"subject":"s","body":""}`)
 	if rec.Code != 422 || !strings.Contains(rec.Body.String(), `"loc":["body","to",1],"msg":"Invalid email address: g: a@b.test; (group syntax is not accepted)"`) {
 		t.Fatalf("got %d %s, want a 422 at [body to 1] naming group syntax", rec.Code, rec.Body)
+	}
+}
+
+// recordLevels is a slog handler that keeps the level of every record.
+type recordLevels struct {
+	mu     sync.Mutex
+	levels []slog.Level
+	status []int64
+}
+
+func (h *recordLevels) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordLevels) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.levels = append(h.levels, r.Level)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "status" {
+			h.status = append(h.status, a.Value.Int64())
+		}
+		return true
+	})
+	return nil
+}
+func (h *recordLevels) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordLevels) WithGroup(string) slog.Handler      { return h }
+
+// TestCutBodyIsNotAnError sends bodies that never arrive in full to a real
+// net/http server: one cut by the client, one cut by the read timeout.
+// Each is logged at INFO with a 4xx, and nothing at ERROR.
+func TestCutBodyIsNotAnError(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		finish func(net.Conn)
+		status int64
+	}{
+		{"client disconnects", func(c net.Conn) { c.Close() }, 400},
+		{"read timeout", func(c net.Conn) { time.Sleep(700 * time.Millisecond); c.Close() }, 408},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recordLevels{}
+			h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Limiter: skuld.NewGlobalRateLimiter(0, 0),
+				Logger: slog.New(rec), AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20})
+			srv := httptest.NewUnstartedServer(h)
+			srv.Config.ReadTimeout = 300 * time.Millisecond
+			srv.Start()
+			defer srv.Close()
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"inbox_id\":")
+			tt.finish(c)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				rec.mu.Lock()
+				n := len(rec.status)
+				rec.mu.Unlock()
+				if n > 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.status) != 1 || rec.status[0] != tt.status {
+				t.Fatalf("access log statuses = %v, want [%d]", rec.status, tt.status)
+			}
+			for _, l := range rec.levels {
+				if l >= slog.LevelError {
+					t.Errorf("logged at %v, want nothing at ERROR", l)
+				}
+			}
+		})
 	}
 }
