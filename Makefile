@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 PKGS     := ./...
 
-.PHONY: run build test lint bench load clean
+.PHONY: run build test lint bench fuzz load clean
 
 ## run: start the server on the embedded SQLite database and the demo provider
 run:
@@ -29,6 +29,17 @@ lint:
 bench:
 	@./scripts/ensure-postgres.sh
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+
+## fuzz: each fuzz target in turn for FUZZTIME (default 60s), one worker at a time; the corpora
+## under testdata/fuzz are replayed by make test as ordinary tests
+FUZZTIME ?= 60s
+FUZZ_TARGETS := ./api:FuzzDecodeSend ./skuld:FuzzAddressFilter ./providers:FuzzBuildMIME ./skuld:FuzzMarkdown
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s -parallel 1 $$pkg; \
+	done
 
 ## load: 500 clients for 130 s against a fresh server (SQLite, 100 sends a minute) sending to
 ## the tool's own SMTP sink; fails if more than 100 messages arrive in any 60 s

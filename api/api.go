@@ -55,6 +55,9 @@ type Options struct {
 
 	// APIKey, when set, is required on every /v1 route.
 	APIKey string
+	// AuthFailureLimit is how many failed API key attempts one client
+	// address may make in 15 minutes before it gets 429; 0 = no limit.
+	AuthFailureLimit int
 	// CORSOrigins lists the origins allowed to call the API from a browser
 	// ("*" for any); empty sends no CORS headers at all.
 	CORSOrigins []string
@@ -75,10 +78,11 @@ type Options struct {
 // API holds the handlers' dependencies.
 type API struct {
 	Options
-	logger    *slog.Logger
-	bodyLimit int64
-	instance  string
-	draining  atomic.Bool
+	logger       *slog.Logger
+	bodyLimit    int64
+	authFailures *authFailures
+	instance     string
+	draining     atomic.Bool
 }
 
 // Server is the HTTP handler of the whole API.
@@ -108,7 +112,8 @@ func New(o Options) *Server {
 		instance: o.InstanceID,
 		// Base64 makes attachments a third larger; leave room for the rest
 		// of the JSON (body, html, addresses).
-		bodyLimit: o.AttachmentMaxTotalSize*4/3 + 4<<20,
+		bodyLimit:    o.AttachmentMaxTotalSize*4/3 + 4<<20,
+		authFailures: newAuthFailures(o.AuthFailureLimit),
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

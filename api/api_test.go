@@ -102,10 +102,10 @@ func TestProtocolEdges(t *testing.T) {
 	}{
 		{"preflight passes auth", "OPTIONS", "/v1/messages", "", []string{"Origin", "https://app.example",
 			"Access-Control-Request-Method", "POST"}, http.StatusNoContent, ""},
-		{"method not allowed", "PUT", "/health", "", nil, http.StatusMethodNotAllowed, `{"detail":"Method Not Allowed"}`},
+		{"method not allowed", "PUT", "/health", "", nil, http.StatusMethodNotAllowed, `{"detail":"Method Not Allowed","code":"method_not_allowed"}`},
 		{"method not allowed under /v1", "PUT", "/v1/inboxes", "", []string{"X-API-Key", "key"},
-			http.StatusMethodNotAllowed, `{"detail":"Method Not Allowed"}`},
-		{"unknown route under /v1", "GET", "/v1/nothing", "", []string{"X-API-Key", "key"}, http.StatusNotFound, `{"detail":"Not Found"}`},
+			http.StatusMethodNotAllowed, `{"detail":"Method Not Allowed","code":"method_not_allowed"}`},
+		{"unknown route under /v1", "GET", "/v1/nothing", "", []string{"X-API-Key", "key"}, http.StatusNotFound, `{"detail":"Not Found","code":"not_found"}`},
 		{"no key", "GET", "/v1/inboxes", "", nil, http.StatusUnauthorized, "Missing or invalid API key"},
 		{"body too large", "POST", "/v1/messages", strings.Repeat("x", 6<<20), []string{"X-API-Key", "key"},
 			http.StatusRequestEntityTooLarge, "Request body too large"},

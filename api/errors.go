@@ -96,6 +96,12 @@ func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 	case errors.As(err, &he):
 		return a.httpErrorResponse(he)
 	}
+	if c.Request().Context().Err() != nil {
+		// The client went away (or the server's read timeout cut it off):
+		// whatever failed, nobody is waiting for an answer and it is not
+		// the server's fault.
+		return statusClientClosedRequest, errorBody{Detail: "Client closed the request", Code: "client_closed_request"}
+	}
 	id := logging.RequestID(c.Request().Context())
 	a.logger.ErrorContext(c.Request().Context(), "request failed",
 		slog.String("method", c.Request().Method), slog.String("path", c.Path()), slog.Any("error", err))
@@ -111,14 +117,14 @@ func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 func (a *API) httpErrorResponse(he *echo.HTTPError) (int, any) {
 	switch he.Code {
 	case http.StatusNotFound:
-		return he.Code, errorBody{Detail: "Not Found"}
+		return he.Code, errorBody{Detail: "Not Found", Code: "not_found"}
 	case http.StatusMethodNotAllowed:
-		return he.Code, errorBody{Detail: "Method Not Allowed"}
+		return he.Code, errorBody{Detail: "Method Not Allowed", Code: "method_not_allowed"}
 	case http.StatusRequestEntityTooLarge:
 		return he.Code, errorBody{Detail: "Request body too large: the limit is " +
 			strconv.FormatInt(a.bodyLimit>>20, 10) + " MB", Code: "payload_too_large"}
 	case http.StatusUnauthorized:
 		return he.Code, errorBody{Detail: "Missing or invalid API key", Code: "unauthorized"}
 	}
-	return he.Code, errorBody{Detail: http.StatusText(he.Code)}
+	return he.Code, errorBody{Detail: http.StatusText(he.Code), Code: "http_" + strconv.Itoa(he.Code)}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -27,6 +28,11 @@ func (a *API) createInbox(c echo.Context) error {
 	obj.forbidExtra("name", "email_username")
 	name := obj.str("name", true, 1, 255)
 	username := obj.str("email_username", true, 1, 64)
+	// The name is the From's display name: it must fit in a header and
+	// must not carry an address of its own.
+	if err := address.CheckName(name); err != nil {
+		obj.add("name", "Invalid inbox name: "+err.Error(), "value_error")
+	}
 	if err := obj.err(); err != nil {
 		return err
 	}

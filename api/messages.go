@@ -58,6 +58,7 @@ func (a *API) search(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	obj.forbidExtra("query", "inbox_id", "limit", "offset")
 	query := obj.str("query", true, 1, 0)
 	inboxID := obj.str("inbox_id", true, 0, 0)
 	limit := obj.integer("limit", defaultLimit, 1, 100)

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,10 +20,13 @@ import (
 
 // middleware installs, outermost first: trailing-slash tolerance, the
 // request id, the access log (which also renders errors, so it logs the
-// final status), panic recovery, CORS and the body-size limit.
+// final status), security headers, panic recovery, header-size and NUL
+// checks, CORS, the cross-site check, the API key (on every /v1 path, so
+// that a 404 or 405 there does not answer before it), Content-Type and the
+// body-size limit.
 func (a *API) middleware(e *echo.Echo) {
 	e.Pre(middleware.RemoveTrailingSlash())
-	e.Use(a.requestID, a.accessLog, a.drain)
+	e.Use(a.requestID, a.accessLog, securityHeaders, a.drain)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 			a.logger.ErrorContext(c.Request().Context(), "panic", slog.Any("error", err),
@@ -40,6 +44,7 @@ func (a *API) middleware(e *echo.Echo) {
 				"X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy"},
 		}))
 	}
+	e.Use(checkRequest, a.crossSite, a.requireAPIKey(), requireJSON)
 	e.Use(middleware.BodyLimit(strconv.FormatInt(a.bodyLimit, 10) + "B"))
 }
 
@@ -80,12 +85,15 @@ func (a *API) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// validRequestID accepts up to 64 letters, digits and "-_.:" — enough for
+// UUIDs and trace ids, and nothing that could forge a log line or header.
 func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
+	if id == "" || len(id) > 64 {
 		return false
 	}
-	for _, r := range id {
-		if r < 0x21 || r > 0x7e {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:", c) >= 0) {
 			return false
 		}
 	}
@@ -111,31 +119,53 @@ func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireAPIKey enforces API_KEY on /v1. X-API-Key, when present, is the only
-// candidate; otherwise "Authorization: Bearer <key>". OPTIONS always passes
-// so that browsers can preflight.
-func (a *API) requireAPIKey(next echo.HandlerFunc) echo.HandlerFunc {
-	if a.APIKey == "" {
-		return next
-	}
-	want := sha256.Sum256([]byte(a.APIKey))
-	return func(c echo.Context) error {
-		if c.Request().Method == http.MethodOptions {
+// requireAPIKey enforces API_KEY on every path under /v1 (routes or not).
+// X-API-Key, when present, is the only candidate; otherwise
+// "Authorization: Bearer <key>". OPTIONS always passes so that browsers can
+// preflight. A client address with AUTH_FAILURE_LIMIT failures in 15
+// minutes gets 429 until the oldest of them expires, whatever key it sends.
+func (a *API) requireAPIKey() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if a.APIKey == "" {
+			return next
+		}
+		want := sha256.Sum256([]byte(a.APIKey))
+		return func(c echo.Context) error {
+			r := c.Request()
+			if r.Method == http.MethodOptions || (r.URL.Path != "/v1" && !strings.HasPrefix(r.URL.Path, "/v1/")) {
+				return next(c)
+			}
+			client := remoteIP(r.RemoteAddr)
+			if blocked, wait := a.authFailures.blocked(client, a.Clock.Now()); blocked {
+				c.Response().Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+				return newError(http.StatusTooManyRequests, "too_many_auth_failures",
+					"Too many failed API key attempts from this address; retry later")
+			}
+			h := r.Header
+			key, present := h.Get("X-API-Key"), len(h.Values("X-API-Key")) > 0
+			if !present {
+				if scheme, token, ok := strings.Cut(h.Get(echo.HeaderAuthorization), " "); ok && strings.EqualFold(scheme, "Bearer") {
+					key = strings.TrimSpace(token)
+				}
+			}
+			// Hashing first makes the comparison constant-time in the length too.
+			got := sha256.Sum256([]byte(key))
+			if key == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+				a.authFailures.fail(client, a.Clock.Now())
+				a.logger.InfoContext(r.Context(), "api key rejected", slog.String("client", client))
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, "Bearer")
+				return newError(http.StatusUnauthorized, "unauthorized", "Missing or invalid API key")
+			}
 			return next(c)
 		}
-		h := c.Request().Header
-		key, present := h.Get("X-API-Key"), len(h.Values("X-API-Key")) > 0
-		if !present {
-			if scheme, token, ok := strings.Cut(h.Get(echo.HeaderAuthorization), " "); ok && strings.EqualFold(scheme, "Bearer") {
-				key = strings.TrimSpace(token)
-			}
-		}
-		// Hashing first makes the comparison constant-time in the length too.
-		got := sha256.Sum256([]byte(key))
-		if key == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			c.Response().Header().Set(echo.HeaderWWWAuthenticate, "Bearer")
-			return newError(http.StatusUnauthorized, "unauthorized", "Missing or invalid API key")
-		}
-		return next(c)
 	}
+}
+
+// remoteIP is the connection's address without the port. X-Forwarded-For
+// is not trusted: any client could set it to dodge the failure count.
+func remoteIP(remoteAddr string) string {
+	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		return host
+	}
+	return remoteAddr
 }

@@ -4,13 +4,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
-	"net/mail"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
@@ -64,12 +63,14 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	if err != nil {
 		return skuld.SendRequest{}, err
 	}
+	obj.forbidExtra("inbox_id", "to", "cc", "bcc", "reply_to", "subject", "body", "html",
+		"reply_to_thread_id", "attachments")
 	req := skuld.SendRequest{
 		InboxID:         obj.str("inbox_id", true, 1, 0),
-		To:              obj.strList("to", true, 1),
-		Cc:              obj.strList("cc", false, 0),
-		Bcc:             obj.strList("bcc", false, 0),
-		ReplyTo:         obj.strList("reply_to", false, 0),
+		To:              obj.addresses("to", true, 1),
+		Cc:              obj.addresses("cc", false, 0),
+		Bcc:             obj.addresses("bcc", false, 0),
+		ReplyTo:         obj.addresses("reply_to", false, 0),
 		Subject:         obj.str("subject", true, 1, maxSubjectLen),
 		Body:            obj.str("body", true, 0, 0),
 		HTML:            obj.str("html", false, 0, 0),
@@ -78,16 +79,8 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	if strings.ContainsAny(req.Subject, "\r\n") {
 		obj.add("subject", "Subject must not contain CR or LF", "value_error")
 	}
-	for _, field := range []struct {
-		name  string
-		addrs []string
-	}{{"to", req.To}, {"cc", req.Cc}, {"bcc", req.Bcc}, {"reply_to", req.ReplyTo}} {
-		for i, addr := range field.addrs {
-			if !validAddress(addr) {
-				obj.add([]any{field.name, i}, "Invalid email address: "+addr, "value_error")
-			}
-		}
-	}
+	req.To, req.Cc, req.Bcc = dedupRecipients(req.To, req.Cc, req.Bcc)
+	req.ReplyTo, _, _ = dedupRecipients(req.ReplyTo, nil, nil)
 	if n := len(req.To) + len(req.Cc) + len(req.Bcc); n > maxRecipients {
 		obj.add("to", fmt.Sprintf("Too many recipients: %d (at most %d across to, cc and bcc)", n, maxRecipients), "value_error")
 	}
@@ -99,14 +92,22 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	return req, err
 }
 
-// validAddress accepts one RFC 5322 address (a display name is allowed)
-// with no header-breaking characters.
-func validAddress(s string) bool {
-	if strings.ContainsAny(s, "\r\n") {
-		return false
+// dedupRecipients keeps the first occurrence of each mailbox across to, cc
+// and bcc (compared case-insensitively on the canonical addr-spec): the same
+// person listed three times is one recipient, in the first list naming them.
+func dedupRecipients(to, cc, bcc []address.Address) (_, _, _ []address.Address) {
+	seen := make(map[string]bool, len(to)+len(cc)+len(bcc))
+	keep := func(l []address.Address) []address.Address {
+		out := l[:0:0]
+		for _, a := range l {
+			if k := a.Key(); !seen[k] {
+				seen[k] = true
+				out = append(out, a)
+			}
+		}
+		return out
 	}
-	a, err := mail.ParseAddress(s)
-	return err == nil && strings.Contains(a.Address, "@")
+	return keep(to), keep(cc), keep(bcc)
 }
 
 type attachmentSpec struct {
@@ -140,13 +141,12 @@ func (a *API) attachmentSpecs(obj object) []attachmentSpec {
 			it.add("disposition", "Input should be 'attachment' or 'inline'", "literal_error")
 		case s.disposition == "inline" && s.contentID == "":
 			it.add("content_id", "content_id is required for inline attachments", "missing")
-		case strings.ContainsAny(s.contentID, "\r\n<> "):
-			it.add("content_id", "content_id must not contain CR, LF, spaces or angle brackets", "value_error")
+		case s.contentID != "" && !validContentID(s.contentID):
+			it.add("content_id", "content_id must be ASCII letters, digits, "+contentIDPunct+" and at most one @", "value_error")
 		}
-		if s.contentType != "" {
-			if _, _, err := mime.ParseMediaType(s.contentType); err != nil {
-				it.add("content_type", "Invalid content type: "+s.contentType, "value_error")
-			}
+		if s.contentType != "" && !safeContentType(s.contentType) {
+			it.add("content_type", "Invalid content type: "+s.contentType+
+				" (a plain type/subtype, no parameters; multipart and message types are not accepted)", "value_error")
 		}
 		specs = append(specs, s)
 	}
@@ -191,4 +191,46 @@ func (a *API) decodeAttachments(specs []attachmentSpec) ([]providers.Attachment,
 func tooLarge(i int, variable string, limit int64) error {
 	return newError(http.StatusRequestEntityTooLarge, "attachment_too_large",
 		fmt.Sprintf("Attachment %d is larger than %s (%d MB)", i, variable, limit>>20))
+}
+
+// contentIDPunct is the punctuation of RFC 5322 atext, plus the dot.
+const contentIDPunct = "!#$%&'*+-/=?^_`{|}~."
+
+// validContentID accepts a Content-ID of atom characters (dot-atom text,
+// with one "@" as in a msg-id): nothing to quote, nothing to break a header.
+func validContentID(s string) bool {
+	if strings.Count(s, "@") > 1 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '@' ||
+			strings.IndexByte(contentIDPunct, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// safeTopTypes are the media types an attachment may declare. multipart and
+// message would let a client smuggle its own MIME structure (message/rfc822
+// with a forged inner message) into ours.
+var safeTopTypes = map[string]bool{"application": true, "audio": true, "font": true,
+	"image": true, "model": true, "text": true, "video": true}
+
+// safeContentType accepts exactly "type/subtype" (RFC 6838 token
+// characters, no parameters, no spaces) with a type from safeTopTypes.
+func safeContentType(s string) bool {
+	top, sub, ok := strings.Cut(s, "/")
+	if !ok || !safeTopTypes[strings.ToLower(top)] || sub == "" || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(sub); i++ {
+		c := sub[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$&-^_.+", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -2,12 +2,21 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 // FieldError is one schema problem, in the shape FastAPI clients parse:
@@ -48,7 +57,7 @@ type object struct {
 func decodeBody(r io.Reader) (object, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return object{}, err
+		return object{}, readError(err)
 	}
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -61,6 +70,9 @@ func decodeBody(r io.Reader) (object, error) {
 		} else {
 			errs = []FieldError{{Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object", Type: "model_attributes_type"}}
 		}
+		return object{}, &ValidationError{Errors: errs}
+	}
+	if errs := checkJSON(data); len(errs) > 0 {
 		return object{}, &ValidationError{Errors: errs}
 	}
 	errs := []FieldError{}
@@ -134,31 +146,57 @@ func (o object) checkLen(field any, s string, minLen, maxLen int) {
 	}
 }
 
-// strList reads a list of strings with at least minItems items.
-func (o object) strList(name string, required bool, minItems int) []string {
+// strItems reads a list of strings with at least minItems items, and each
+// string's index in the JSON list, so that later problems point at the
+// right item even when an earlier one was not a string.
+func (o object) strItems(name string, required bool, minItems int) ([]string, []int) {
 	raw, ok := o.present(name)
 	if !ok {
 		if required {
 			o.add(name, "Field required", "missing")
 		}
-		return nil
+		return nil, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		o.add(name, "Input should be a valid list", "list_type")
-		return nil
+		return nil, nil
 	}
 	if len(items) < minItems {
 		o.add(name, fmt.Sprintf("List should have at least %d item%s after validation, not %d", minItems, plural(minItems), len(items)), "too_short")
 	}
-	out := make([]string, 0, len(items))
+	out, idx := make([]string, 0, len(items)), make([]int, 0, len(items))
 	for i, item := range items {
 		var s string
 		if err := json.Unmarshal(item, &s); err != nil {
 			o.add([]any{name, i}, "Input should be a valid string", "string_type")
 			continue
 		}
-		out = append(out, s)
+		out, idx = append(out, s), append(idx, i)
+	}
+	return out, idx
+}
+
+// addresses reads a list of email addresses, each parsed once into its
+// canonical form; every address that does not parse is reported with why.
+func (o object) addresses(name string, required bool, minItems int) []address.Address {
+	raw, idx := o.strItems(name, required, minItems)
+	if raw == nil {
+		return nil
+	}
+	out := make([]address.Address, 0, len(raw))
+	for j, s := range raw {
+		i := idx[j]
+		a, err := address.Parse(s)
+		if err != nil {
+			msg := "Invalid email address: " + s
+			if pe := (*address.ParseError)(nil); errors.As(err, &pe) && !errors.Is(err, address.ErrSyntax) {
+				msg += " (" + pe.Err.Error() + ")"
+			}
+			o.add([]any{name, i}, msg, "value_error")
+			continue
+		}
+		out = append(out, a)
 	}
 	return out
 }
@@ -236,3 +274,24 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+// readError sorts a failure to read the body: the client's doing (it went
+// away, or was too slow for the read timeout, or sent less than it
+// announced) is a 4xx logged at INFO, not a 500 at ERROR.
+func readError(err error) error {
+	var he *echo.HTTPError
+	var ne net.Error
+	switch {
+	case errors.As(err, &he):
+		return err // the body limit's 413
+	case errors.Is(err, context.Canceled):
+		return newError(statusClientClosedRequest, "client_closed_request", "Client closed the request")
+	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return newError(http.StatusRequestTimeout, "request_timeout", "Request body not received in time")
+	}
+	return newError(http.StatusBadRequest, "incomplete_body", "Request body could not be read: "+err.Error())
+}
+
+// statusClientClosedRequest is nginx's code for a client that went away
+// before the answer; it is only ever seen in the log.
+const statusClientClosedRequest = 499

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 func TestDemoSend(t *testing.T) {
@@ -16,9 +18,9 @@ func TestDemoSend(t *testing.T) {
 	m := Message{
 		MessageID: "<id-1@example.com>",
 		From:      "inbox@example.com",
-		To:        []string{"secret-to@example.org"},
-		Cc:        []string{"secret-cc@example.org"},
-		Bcc:       []string{"secret-bcc@example.org"},
+		To:        address.MustParseList("secret-to@example.org"),
+		Cc:        address.MustParseList("secret-cc@example.org"),
+		Bcc:       address.MustParseList("secret-bcc@example.org"),
 		Subject:   "Hello",
 		Text:      "private body text",
 		HTML:      "<p>private body html</p>",
@@ -65,7 +67,7 @@ func TestDemoCancelledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 
-	id, err := d.Send(ctx, Message{MessageID: "<x@example.com>", To: []string{"a@example.org"}})
+	id, err := d.Send(ctx, Message{MessageID: "<x@example.com>", To: address.MustParseList("a@example.org")})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("got error %v, want context.Canceled", err)
 	}

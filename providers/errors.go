@@ -61,19 +61,29 @@ func (e *SendError) Error() string { return e.msg }
 // Unwrap returns Err.
 func (e *SendError) Unwrap() error { return e.Err }
 
-// connectError reports a failure to reach addr or to greet it.
-func connectError(addr string, err error) *SendError {
-	cause := err
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		cause = op.Err // "dial tcp HOST:PORT:" would repeat the address
+// connectError reports a failure to reach the server or to greet it. The
+// message says what went wrong but not where: the relay's address is for
+// the operator's log (Err keeps it), not for the API client.
+func connectError(err error) *SendError {
+	reason := readable(err.Error())
+	var (
+		op  *net.OpError
+		dns *net.DNSError
+	)
+	switch {
+	case errors.As(err, &dns):
+		reason = "the SMTP server's host name does not resolve"
+	case errors.As(err, &op) && op.Timeout():
+		reason = "timed out"
+	case errors.As(err, &op) && op.Op == "dial":
+		reason = readable(op.Err.Error()) // "dial tcp HOST:PORT:" would name the relay
 	}
 	code := replyCode(err)
 	return &SendError{
 		Code:      code,
 		Temporary: code == 0 || code/100 == 4,
 		Err:       err,
-		msg:       fmt.Sprintf("smtp: connect to %s: %s", addr, readable(cause.Error())),
+		msg:       "smtp: cannot connect to the SMTP server: " + reason,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/providertest"
 )
 
@@ -59,10 +60,10 @@ func fullMessage() Message {
 		Date:       time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
 		From:       "support@acme.test",
 		FromName:   "Acme Support",
-		To:         []string{"Ann <ann@customer.test>"},
-		Cc:         []string{"cc@customer.test"},
-		Bcc:        []string{"audit@acme.test"},
-		ReplyTo:    []string{"help@acme.test"},
+		To:         address.MustParseList("Ann <ann@customer.test>"),
+		Cc:         address.MustParseList("cc@customer.test"),
+		Bcc:        address.MustParseList("audit@acme.test"),
+		ReplyTo:    address.MustParseList("help@acme.test"),
 		Subject:    "Your order — Grüße",
 		Text:       "Hello **Ann**",
 		HTML:       `<p>Hello <strong>Ann</strong> <img src="cid:logo@acme.test"></p>`,

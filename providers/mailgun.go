@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	netmail "net/mail"
 	"strings"
 
 	"github.com/mailgun/mailgun-go/v4"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 // DefaultMailgunAPIBase is Mailgun's US region; the EU region is
@@ -98,14 +98,8 @@ func (p *Mailgun) Send(ctx context.Context, m Message) (string, error) {
 // every recipient, Bcc included, which the MIME headers do not name.
 func mailgunRecipients(m Message) ([]string, error) {
 	var to []string
-	for _, list := range [][]string{m.To, m.Cc, m.Bcc} {
-		for _, s := range list {
-			a, err := netmail.ParseAddress(s)
-			if err != nil {
-				return nil, fmt.Errorf("invalid recipient %q: %w", s, err)
-			}
-			to = append(to, a.Address)
-		}
+	for _, list := range [][]address.Address{m.To, m.Cc, m.Bcc} {
+		to = append(to, addrSpecs(list)...)
 	}
 	return to, nil
 }

@@ -3,7 +3,11 @@
 // interface it needs, so nothing here knows about HTTP, throttling or storage.
 package providers
 
-import "time"
+import (
+	"time"
+
+	"github.com/nornweave/nornweave/core/address"
+)
 
 // Message is one fully prepared outbound email. Every header value has
 // already been validated (no CR/LF) and the HTML already rendered: a provider
@@ -15,11 +19,14 @@ type Message struct {
 	Date      time.Time
 	From      string // bare address of the sending inbox
 	FromName  string // display name, may be empty
-	To        []string
-	Cc        []string
-	Bcc       []string
-	ReplyTo   []string
-	Subject   string
+	// To, Cc, Bcc and ReplyTo are canonical addresses, parsed once by the
+	// API: the envelope uses their AddrSpec and the headers their String,
+	// and nothing re-parses them.
+	To      []address.Address
+	Cc      []address.Address
+	Bcc     []address.Address
+	ReplyTo []address.Address
+	Subject string
 	// Text is the Markdown body, sent as the text/plain part.
 	Text string
 	// HTML is the text/html part.
@@ -45,6 +52,24 @@ type Attachment struct {
 // RecipientCount is the number of envelope recipients: To, Cc and Bcc.
 func (m Message) RecipientCount() int {
 	return len(m.To) + len(m.Cc) + len(m.Bcc)
+}
+
+// addrSpecs is the envelope form of addresses: the bare addr-specs.
+func addrSpecs(l []address.Address) []string {
+	out := make([]string, len(l))
+	for i, a := range l {
+		out[i] = a.AddrSpec()
+	}
+	return out
+}
+
+// addrHeaders is the header form of addresses, display names included.
+func addrHeaders(l []address.Address) []string {
+	out := make([]string, len(l))
+	for i, a := range l {
+		out[i] = a.String()
+	}
+	return out
 }
 
 // minTransferRate is the slowest link a message is assumed to cross,

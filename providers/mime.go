@@ -7,8 +7,11 @@ import (
 	netmail "net/mail"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/wneessen/go-mail"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 // buildMsg encodes m as a go-mail message. Header values were validated
@@ -31,14 +34,18 @@ func (p *SMTP) buildMsg(m Message) (*mail.Msg, error) {
 	msg.FromMailAddress(from)
 	for _, h := range []struct {
 		header mail.AddrHeader
-		addrs  []string
+		addrs  []address.Address
 	}{{mail.HeaderTo, m.To}, {mail.HeaderCc, m.Cc}, {mail.HeaderBcc, m.Bcc}, {mail.HeaderReplyTo, m.ReplyTo}} {
 		if len(h.addrs) == 0 {
 			continue // an empty list would still write an empty header
 		}
-		if err := msg.SetAddrHeader(h.header, h.addrs...); err != nil {
-			return nil, fmt.Errorf("smtp: %s: %w", h.header, err)
+		// The canonical values as they are: re-parsing a string here could
+		// disagree with what the domain filter judged.
+		mas := make([]*netmail.Address, len(h.addrs))
+		for i, a := range h.addrs {
+			mas[i] = a.Mail()
 		}
+		msg.SetAddrHeaderFromMailAddress(h.header, mas...)
 	}
 
 	msg.Subject(m.Subject)
@@ -87,7 +94,8 @@ func checkHeaderValues(m Message) error {
 	}
 	fields := []field{
 		{"from", []string{m.From, m.FromName}},
-		{"to", m.To}, {"cc", m.Cc}, {"bcc", m.Bcc}, {"reply-to", m.ReplyTo},
+		{"to", addrStrings(m.To)}, {"cc", addrStrings(m.Cc)}, {"bcc", addrStrings(m.Bcc)},
+		{"reply-to", addrStrings(m.ReplyTo)},
 		{"subject", []string{m.Subject}},
 		{"message-id", []string{m.MessageID}},
 		{"in-reply-to", []string{m.InReplyTo}},
@@ -101,9 +109,22 @@ func checkHeaderValues(m Message) error {
 			if strings.ContainsAny(v, "\r\n") {
 				return fmt.Errorf("smtp: %s contains a line break", f.name)
 			}
+			// Other controls (NUL, DEL, ...) make a header line that
+			// parsers reject or read differently (found by FuzzBuildMIME).
+			if strings.ContainsFunc(v, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) {
+				return fmt.Errorf("smtp: %s contains a control character", f.name)
+			}
 		}
 	}
 	return nil
+}
+
+func addrStrings(l []address.Address) []string {
+	out := make([]string, len(l))
+	for i, a := range l {
+		out[i] = a.Name + a.AddrSpec()
+	}
+	return out
 }
 
 // encodeMIME returns m encoded exactly as the SMTP provider sends it, for

@@ -89,15 +89,15 @@ func resendRequest(m Message) *resend.SendEmailRequest {
 	}
 	req := &resend.SendEmailRequest{
 		From:    from,
-		To:      m.To,
-		Cc:      m.Cc,
-		Bcc:     m.Bcc,
+		To:      addrHeaders(m.To),
+		Cc:      addrHeaders(m.Cc),
+		Bcc:     addrHeaders(m.Bcc),
 		Subject: m.Subject,
 		Text:    m.Text,
 		Html:    m.HTML,
 		// resend-go's reply_to is one string; a list in it is what
 		// RFC 5322 writes in a Reply-To header.
-		ReplyTo: strings.Join(m.ReplyTo, ", "),
+		ReplyTo: strings.Join(addrHeaders(m.ReplyTo), ", "),
 		Headers: map[string]string{},
 	}
 	if m.MessageID != "" {

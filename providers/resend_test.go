@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/providertest"
 )
 
@@ -41,7 +42,7 @@ func TestResendRequest(t *testing.T) {
 	}
 	want := map[string]any{
 		"from":     "\"Acme Support\" <support@acme.test>",
-		"to":       []any{"Ann <ann@customer.test>"},
+		"to":       []any{`"Ann" <ann@customer.test>`},
 		"cc":       []any{"cc@customer.test"},
 		"bcc":      []any{"audit@acme.test"},
 		"reply_to": "help@acme.test",
@@ -73,8 +74,8 @@ func TestResendRejectsABadBase(t *testing.T) {
 // RFC 5322 list in it.
 func TestResendReplyToIsOneString(t *testing.T) {
 	m := fullMessage()
-	m.ReplyTo = []string{"a@acme.test", "B <b@acme.test>"}
-	if got := resendRequest(m).ReplyTo; got != "a@acme.test, B <b@acme.test>" {
+	m.ReplyTo = address.MustParseList("a@acme.test", "B <b@acme.test>")
+	if got := resendRequest(m).ReplyTo; got != `a@acme.test, "B" <b@acme.test>` {
 		t.Errorf("reply_to = %q", got)
 	}
 }

@@ -5,12 +5,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	netmail "net/mail"
 	"strings"
 
 	"github.com/sendgrid/rest"
 	"github.com/sendgrid/sendgrid-go"
 	sgmail "github.com/sendgrid/sendgrid-go/helpers/mail"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 // DefaultSendGridAPIBase is SendGrid's global region; the EU region is
@@ -94,36 +95,25 @@ func (p *SendGrid) Send(ctx context.Context, m Message) (string, error) {
 // sendgridBody maps m onto the Mail Send JSON.
 func sendgridBody(m Message) ([]byte, error) {
 	v := sgmail.NewV3Mail()
-	from, err := sendgridAddress(m.From)
-	if err != nil {
-		return nil, err
-	}
+	from := sgmail.NewEmail("", m.From)
 	from.Name = m.FromName
 	v.SetFrom(from)
 	v.Subject = m.Subject
 
 	p := sgmail.NewPersonalization()
 	for _, l := range []struct {
-		addrs []string
+		addrs []address.Address
 		add   func(...*sgmail.Email)
 	}{{m.To, p.AddTos}, {m.Cc, p.AddCCs}, {m.Bcc, p.AddBCCs}} {
-		for _, s := range l.addrs {
-			a, err := sendgridAddress(s)
-			if err != nil {
-				return nil, err
-			}
-			l.add(a)
+		for _, a := range l.addrs {
+			l.add(sendgridAddress(a))
 		}
 	}
 	v.AddPersonalizations(p)
 
 	var replyTo []*sgmail.Email
-	for _, s := range m.ReplyTo {
-		a, err := sendgridAddress(s)
-		if err != nil {
-			return nil, err
-		}
-		replyTo = append(replyTo, a)
+	for _, a := range m.ReplyTo {
+		replyTo = append(replyTo, sendgridAddress(a))
 	}
 	switch len(replyTo) {
 	case 0:
@@ -171,10 +161,6 @@ func sendgridBody(m Message) ([]byte, error) {
 }
 
 // sendgridAddress maps one RFC 5322 address onto SendGrid's {email, name}.
-func sendgridAddress(s string) (*sgmail.Email, error) {
-	a, err := netmail.ParseAddress(s)
-	if err != nil {
-		return nil, fmt.Errorf("invalid address %q: %w", s, err)
-	}
-	return sgmail.NewEmail(a.Name, a.Address), nil
+func sendgridAddress(a address.Address) *sgmail.Email {
+	return sgmail.NewEmail(a.Name, a.AddrSpec())
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/providertest"
 )
 
@@ -62,7 +63,7 @@ func TestSendGridRequest(t *testing.T) {
 
 func TestSendGridSeveralReplyTos(t *testing.T) {
 	m := fullMessage()
-	m.ReplyTo = []string{"a@acme.test", "B <b@acme.test>"}
+	m.ReplyTo = address.MustParseList("a@acme.test", "B <b@acme.test>")
 	body, err := sendgridBody(m)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	netmail "net/mail"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -158,17 +157,6 @@ func sesThrottled(err error) bool {
 // headers, so Bcc reaches its recipients without a Bcc header.
 func sesDestination(m Message) (*types.Destination, error) {
 	d := &types.Destination{}
-	for _, l := range []struct {
-		addrs []string
-		to    *[]string
-	}{{m.To, &d.ToAddresses}, {m.Cc, &d.CcAddresses}, {m.Bcc, &d.BccAddresses}} {
-		for _, s := range l.addrs {
-			a, err := netmail.ParseAddress(s)
-			if err != nil {
-				return nil, fmt.Errorf("invalid recipient %q: %w", s, err)
-			}
-			*l.to = append(*l.to, a.Address)
-		}
-	}
+	d.ToAddresses, d.CcAddresses, d.BccAddresses = addrSpecs(m.To), addrSpecs(m.Cc), addrSpecs(m.Bcc)
 	return d, nil
 }

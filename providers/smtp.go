@@ -193,7 +193,8 @@ func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
 		slog.Bool("reused", reused),
 	}
 	if err != nil {
-		p.logger.WarnContext(ctx, "smtp send failed", append(attrs, slog.Any("error", err))...)
+		p.logger.WarnContext(ctx, "smtp send failed", append(attrs, slog.String("smtp_addr", p.addr),
+			slog.Any("error", err), slog.Any("cause", errors.Unwrap(err)))...)
 		return "", err
 	}
 	p.logger.DebugContext(ctx, "smtp message sent", attrs...)

@@ -146,23 +146,22 @@ func (p *SMTP) dial(ctx context.Context) (*conn, error) {
 		if raw != nil {
 			_ = raw.Close()
 		}
-		return nil, connectError(p.addr, err)
+		return nil, connectError(err)
 	}
 	if p.startTLS {
 		if ok, _ := c.Extension("STARTTLS"); !ok {
 			_ = c.Close()
-			return nil, &SendError{msg: fmt.Sprintf(
-				"smtp: %s does not offer STARTTLS and TLS is required; refusing to send in plain text", p.addr)}
+			return nil, &SendError{msg: "smtp: the SMTP server does not offer STARTTLS and SMTP_USE_TLS requires it; refusing to send in plain text"}
 		}
 		if err := c.StartTLS(p.tlsConfig); err != nil {
 			_ = c.Close()
-			return nil, setupError("STARTTLS with "+p.addr+" failed", err)
+			return nil, setupError("STARTTLS failed", err)
 		}
 	}
 	if p.username != "" {
 		if ok, _ := c.Extension("AUTH"); !ok {
 			_ = c.Close()
-			return nil, &SendError{msg: fmt.Sprintf("smtp: authentication failed: %s does not offer AUTH", p.addr)}
+			return nil, &SendError{msg: "smtp: authentication failed: the SMTP server does not offer AUTH"}
 		}
 		auth := &plainOrLogin{user: p.username, pass: p.password, host: p.host,
 			allowUnencrypted: !p.startTLS && !p.implicitTLS}

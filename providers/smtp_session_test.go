@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/smtptest"
 )
 
@@ -148,7 +149,7 @@ func TestSMTPRecipientRejected(t *testing.T) {
 	s.RejectRecipient("gone@example.org")
 
 	m := simpleMessage(1)
-	m.Cc = []string{"gone@example.org"}
+	m.Cc = address.MustParseList("gone@example.org")
 	_, err := p.Send(context.Background(), m)
 	for _, want := range []string{"smtp: recipient rejected: 550", "gone@example.org"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

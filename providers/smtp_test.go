@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/smtptest"
 )
 
@@ -36,7 +37,7 @@ func simpleMessage(n int) Message {
 		MessageID: fmt.Sprintf("<msg-%d@example.com>", n),
 		Date:      time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
 		From:      "inbox@example.com",
-		To:        []string{"to@example.org"},
+		To:        address.MustParseList("to@example.org"),
 		Subject:   fmt.Sprintf("message %d", n),
 		Text:      "hello",
 		HTML:      "<p>hello</p>",
@@ -75,10 +76,10 @@ func TestSMTPSendMessage(t *testing.T) {
 		Date:      time.Date(2025, 3, 1, 12, 30, 15, 0, time.FixedZone("CET", 3600)),
 		From:      "inbox@example.com",
 		FromName:  "Support Team",
-		To:        []string{"a@example.org", "Bea Ünal <b@example.org>"},
-		Cc:        []string{"c@example.org"},
-		Bcc:       []string{"hidden@example.org"},
-		ReplyTo:   []string{"replies@example.com"},
+		To:        address.MustParseList("a@example.org", "Bea Ünal <b@example.org>"),
+		Cc:        address.MustParseList("c@example.org"),
+		Bcc:       address.MustParseList("hidden@example.org"),
+		ReplyTo:   address.MustParseList("replies@example.com"),
 		Subject:   greeting,
 		Text:      greeting + "\nsecond line",
 		HTML:      "<p>" + greeting + "</p>",
@@ -216,7 +217,7 @@ func TestSMTPRejectsLineBreaksInHeaders(t *testing.T) {
 		edit func(*Message)
 	}{
 		{"subject", func(m *Message) { m.Subject = "hi\r\nBcc: victim@example.org" }},
-		{"to", func(m *Message) { m.To = []string{"a@example.org\nX: y"} }},
+		{"to", func(m *Message) { m.To = []address.Address{{Local: "a", Domain: "example.org\nX: y"}} }},
 		{"from name", func(m *Message) { m.FromName = "x\ry" }},
 		{"in-reply-to", func(m *Message) { m.InReplyTo = "<a@b>\r\nX: y" }},
 		{"references", func(m *Message) { m.References = []string{"<a@b>", "<c@d>\n"} }},

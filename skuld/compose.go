@@ -3,12 +3,12 @@ package skuld
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net/mail"
 	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/store"
 )
@@ -30,8 +30,8 @@ func (s *Sender) build(req SendRequest, inbox *store.Inbox, thread *store.Thread
 		ID: id, InboxID: inbox.ID, Direction: store.DirectionOutbound, Status: store.StatusSending,
 		MessageIDHeader: "<" + id + "@" + domainOf(inbox.EmailAddress) + ">",
 		Subject:         req.Subject, FromAddress: inbox.EmailAddress,
-		ToAddresses: req.To, CcAddresses: orEmpty(req.Cc), BccAddresses: orEmpty(req.Bcc),
-		ReplyToAddresses: orEmpty(req.ReplyTo), Text: req.Body, HTML: html,
+		ToAddresses: strs(req.To), CcAddresses: strs(req.Cc), BccAddresses: strs(req.Bcc),
+		ReplyToAddresses: strs(req.ReplyTo), Text: req.Body, HTML: html,
 		References: store.StringList{}, Labels: store.StringList{}, Metadata: store.JSONObject{},
 	}
 	if parent != nil && parent.MessageIDHeader != "" {
@@ -78,7 +78,7 @@ func references(parent *store.Message) store.StringList {
 func providerMessage(m *store.Message, inbox *store.Inbox, req SendRequest) providers.Message {
 	pm := providers.Message{
 		MessageID: m.MessageIDHeader, Date: m.CreatedAt, From: inbox.EmailAddress, FromName: inbox.Name,
-		To: m.ToAddresses, Cc: m.CcAddresses, Bcc: m.BccAddresses, ReplyTo: m.ReplyToAddresses,
+		To: req.To, Cc: req.Cc, Bcc: req.Bcc, ReplyTo: req.ReplyTo,
 		Subject: m.Subject, Text: m.Text, HTML: m.HTML, References: m.References,
 		Attachments: req.Attachments,
 	}
@@ -89,11 +89,11 @@ func providerMessage(m *store.Message, inbox *store.Inbox, req SendRequest) prov
 }
 
 // participantHash identifies a conversation's participants regardless of order.
-func participantHash(from string, lists ...[]string) string {
+func participantHash(from string, lists ...[]address.Address) string {
 	all := []string{strings.ToLower(from)}
 	for _, l := range lists {
 		for _, a := range l {
-			all = append(all, strings.ToLower(bareAddress(a)))
+			all = append(all, a.Key())
 		}
 	}
 	slices.Sort(all)
@@ -101,21 +101,16 @@ func participantHash(from string, lists ...[]string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// bareAddress returns the addr-spec of an RFC 5322 address ("Ann <a@x>" → "a@x").
-func bareAddress(s string) string {
-	if a, err := mail.ParseAddress(s); err == nil {
-		return a.Address
-	}
-	return strings.TrimSpace(s)
-}
-
 func domainOf(addr string) string {
 	return addr[strings.LastIndex(addr, "@")+1:]
 }
 
-func orEmpty(l []string) store.StringList {
-	if l == nil {
-		return store.StringList{}
+// strs is the stored form of canonical addresses: their header form, so the
+// row shows exactly what the headers said.
+func strs(l []address.Address) store.StringList {
+	out := make(store.StringList, len(l))
+	for i, a := range l {
+		out[i] = a.String()
 	}
-	return l
+	return out
 }

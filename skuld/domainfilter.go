@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 // Names of the variables the filter is configured from, used in PatternError.
@@ -15,8 +17,9 @@ const (
 
 // A DomainFilter is the outbound recipient policy: a domain matching any
 // blocklist pattern is rejected; otherwise, if there is an allowlist, the
-// domain must match one of its patterns. Patterns match the whole domain,
-// case-insensitively.
+// domain must match one of its patterns. Patterns match whole domains,
+// case-insensitively; a blocklist pattern also refuses the subdomains of
+// what it matches (see Check).
 //
 // A DomainFilter is immutable after NewDomainFilter and safe for concurrent
 // use. A nil *DomainFilter, or one with both lists empty, allows everything.
@@ -135,76 +138,72 @@ func (e *PatternError) Error() string {
 // Unwrap returns the regexp error.
 func (e *PatternError) Unwrap() error { return e.Err }
 
-// Check decides one address. domain is the lower-cased part after the last
-// "@", or the address itself when it has no "@" (which is rejected when a
-// policy is configured). pattern is the blocklist pattern that matched, or
-// "" when the address was allowed, is not on the allowlist, or has no "@".
-func (f *DomainFilter) Check(address string) (allowed bool, domain string, pattern string) {
-	allowed, domain, pattern = f.decide(address)
-	return allowed, strings.ToLower(domain), pattern
+// Check decides one canonical address (see package core/address): its
+// Domain is what the envelope uses, so it is exactly what is judged here.
+// domain is that domain; pattern is the blocklist pattern that matched, or
+// "" when the address was allowed or is not on the allowlist.
+//
+// Blocklist patterns match the whole domain or any parent domain of it: a
+// pattern for evil.com also refuses mail.evil.com. Allowlist patterns match
+// the whole domain only (allowing a parent must not allow every name under
+// it unless the pattern says so, e.g. (.*\.)?acme\.com). An IP literal
+// ("[192.0.2.1]") is refused unless an allowlist pattern names it, even
+// when there is no policy at all.
+func (f *DomainFilter) Check(a address.Address) (allowed bool, domain string, pattern string) {
+	allowed, pattern = f.decide(a.Domain, a.IsIPLiteral())
+	return allowed, a.Domain, pattern
 }
 
-// decide is Check without lower-casing the domain: the patterns ignore case
-// anyway, and ToLower would allocate for every upper-case domain allowed.
-func (f *DomainFilter) decide(address string) (allowed bool, domain string, pattern string) {
-	addr := addrSpecOf(address)
-	at := strings.LastIndexByte(addr, '@')
-	if at < 0 {
-		domain = address
-	} else {
-		domain = addr[at+1:]
-	}
-	if f == nil || (len(f.allow) == 0 && len(f.block) == 0) {
-		return true, domain, ""
-	}
-	if at < 0 {
-		return false, domain, ""
+// decide applies the policy to a canonical (lower-case ASCII) domain.
+func (f *DomainFilter) decide(domain string, ipLiteral bool) (allowed bool, pattern string) {
+	if f == nil {
+		return !ipLiteral, ""
 	}
 	ascii := isASCII(domain)
 	for _, p := range f.block {
 		if p.match(domain, ascii) {
-			return false, domain, p.source
+			return false, p.source
+		}
+		if ipLiteral {
+			continue
+		}
+		for parent := domain; ; {
+			dot := strings.IndexByte(parent, '.')
+			if dot < 0 {
+				break
+			}
+			parent = parent[dot+1:]
+			if p.match(parent, ascii) {
+				return false, p.source
+			}
 		}
 	}
 	if len(f.allow) == 0 {
-		return true, domain, ""
+		return !ipLiteral, ""
 	}
 	for _, p := range f.allow {
 		if p.match(domain, ascii) {
-			return true, domain, ""
+			return true, ""
 		}
 	}
-	return false, domain, ""
+	return false, ""
 }
 
-// addrSpecOf strips a display name ("Bob <bob@x.org>" → "bob@x.org"): the
-// API hands over parsed addresses, but a caller passing the raw form must
-// not slip "x.org>" past a blocklist entry for x.org.
-func addrSpecOf(s string) string {
-	s = strings.TrimSpace(s)
-	if strings.HasSuffix(s, ">") {
-		if lt := strings.LastIndexByte(s, '<'); lt >= 0 {
-			return s[lt+1 : len(s)-1]
-		}
-	}
-	return s
-}
-
-// Rejection is a recipient the policy refuses: its domain, lower-cased, and
-// the blocklist pattern that matched ("" when the domain is not on the
-// allowlist or the address has no "@").
+// Rejection is a recipient the policy refuses: its canonical domain and the
+// blocklist pattern that matched ("" when the domain is not on the
+// allowlist, or is an IP literal the allowlist does not name).
 type Rejection struct {
 	Domain, Pattern string
 }
 
 // Rejected returns the refused recipients among addrs (to, cc, bcc, ...) in
 // order, or nil when every one is allowed, without allocating then.
-func (f *DomainFilter) Rejected(addrs ...[]string) []Rejection {
+func (f *DomainFilter) Rejected(addrs ...[]address.Address) []Rejection {
 	var out []Rejection
 	for _, list := range addrs {
 		for _, a := range list {
-			if ok, domain, pattern := f.decide(a); !ok {
-				out = append(out, Rejection{Domain: strings.ToLower(domain), Pattern: pattern})
+			if ok, pattern := f.decide(a.Domain, a.IsIPLiteral()); !ok {
+				out = append(out, Rejection{Domain: a.Domain, Pattern: pattern})
 			}
 		}
 	}

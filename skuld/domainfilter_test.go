@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"testing"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 func TestDomainFilterCheck(t *testing.T) {
@@ -19,7 +21,6 @@ func TestDomainFilterCheck(t *testing.T) {
 		wantPattern string
 	}{
 		{"empty lists allow", "", "", "bob@anything.org", true, "anything.org", ""},
-		{"empty lists allow no @", "", "", "bob", true, "bob", ""},
 		{"blocked", "", `evil\.com`, "bob@evil.com", false, "evil.com", `evil\.com`},
 		{"case-insensitive", "", `evil\.com`, "Bob@EVIL.COM", false, "evil.com", `evil\.com`},
 		{"full match, not a suffix", "", `evil\.com`, "bob@notevil.com", true, "notevil.com", ""},
@@ -31,9 +32,20 @@ func TestDomainFilterCheck(t *testing.T) {
 		{"allowlist, subdomain", `(.*\.)?acme\.com`, "", "ann@mail.acme.com", true, "mail.acme.com", ""},
 		{"allowlist, lookalike", `(.*\.)?acme\.com`, "", "ann@acme.com.evil.org", false, "acme.com.evil.org", ""},
 		{"allowlist, second pattern", `acme\.com,partner\.io`, "", "p@Partner.IO", true, "partner.io", ""},
-		{"domain after the last @", "", `evil\.com`, `"a@good.org"@evil.com`, false, "evil.com", `evil\.com`},
 		{"display name form", "", `evil\.com`, "Bob <bob@evil.com>", false, "evil.com", `evil\.com`},
-		{"no @ with a policy", "", `evil\.com`, "bob", false, "bob", ""},
+		{"comment after the address", "", `evil\.com`, "a@evil.com (x)", false, "evil.com", `evil\.com`},
+		{"space after the @", "", `evil\.com`, "a@ evil.com", false, "evil.com", `evil\.com`},
+		{"fullwidth letters", "", `evil\.com`, "a@ｅｖｉｌ.com", false, "evil.com", `evil\.com`},
+		{"ideographic full stop", "", `evil\.com`, "a@evil。com", false, "evil.com", `evil\.com`},
+		{"trailing ideographic full stop", "", `evil\.com`, "a@evil.com。", false, "evil.com", `evil\.com`},
+		{"blocklist covers subdomains", "", `evil\.com`, "a@mail.EVIL.com", false, "mail.evil.com", `evil\.com`},
+		{"blocklist, deep subdomain", "", `evil\.com`, "a@a.b.evil.com", false, "a.b.evil.com", `evil\.com`},
+		{"blocklist, unicode pattern in ACE form", "", `xn--bcher-kva\.example`, "a@Bücher.example", false, "xn--bcher-kva.example", `xn--bcher-kva\.example`},
+		{"allowlist does not cover subdomains", `acme\.com`, "", "ann@mail.acme.com", false, "mail.acme.com", ""},
+		{"IP literal refused without a policy", "", "", "a@[127.0.0.1]", false, "[127.0.0.1]", ""},
+		{"bare IP refused without a policy", "", "", "a@127.0.0.1", false, "[127.0.0.1]", ""},
+		{"IP literal refused by a domain allowlist", `.*\.com`, "", "a@[127.0.0.1]", false, "[127.0.0.1]", ""},
+		{"IP literal named by the allowlist", `\[127\.0\.0\.1\]`, "", "a@[127.0.0.1]", true, "[127.0.0.1]", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +53,7 @@ func TestDomainFilterCheck(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewDomainFilter: %v", err)
 			}
-			allowed, domain, pattern := f.Check(tt.address)
+			allowed, domain, pattern := f.Check(address.MustParse(tt.address))
 			if allowed != tt.wantAllowed || domain != tt.wantDomain || pattern != tt.wantPattern {
 				t.Errorf("Check(%q): got (%v, %q, %q), want (%v, %q, %q)", tt.address,
 					allowed, domain, pattern, tt.wantAllowed, tt.wantDomain, tt.wantPattern)
@@ -52,10 +64,10 @@ func TestDomainFilterCheck(t *testing.T) {
 
 func TestDomainFilterNil(t *testing.T) {
 	var f *DomainFilter
-	if allowed, _, _ := f.Check("bob@evil.com"); !allowed {
+	if allowed, _, _ := f.Check(address.MustParse("bob@evil.com")); !allowed {
 		t.Error("nil filter Check: got rejected, want allowed")
 	}
-	if got := f.Rejected([]string{"bob@evil.com"}); got != nil {
+	if got := f.Rejected(address.MustParseList("bob@evil.com")); got != nil {
 		t.Errorf("nil filter Rejected: got %v, want nil", got)
 	}
 }
@@ -67,15 +79,15 @@ func TestDomainFilterRejected(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		lists [][]string
+		lists [][]address.Address
 		want  []Rejection
 	}{
-		{"none blocked", [][]string{{"a@good.org"}, {"b@fine.net"}}, nil},
+		{"none blocked", [][]address.Address{address.MustParseList("a@good.org"), address.MustParseList("b@fine.net")}, nil},
 		{"no lists", nil, nil},
-		{"in order across to, cc, bcc, lower-cased, with the pattern", [][]string{
-			{"a@good.org", "x@mail.ru"},
-			{"b@EVIL.com"},
-			{"Zed <z@a.ru>"},
+		{"in order across to, cc, bcc, lower-cased, with the pattern", [][]address.Address{
+			address.MustParseList("a@good.org", "x@mail.ru"),
+			address.MustParseList("b@EVIL.com"),
+			address.MustParseList("Zed <z@a.ru>"),
 		}, []Rejection{{"mail.ru", `.*\.ru`}, {"evil.com", `evil\.com`}, {"a.ru", `.*\.ru`}}},
 	}
 	for _, tt := range tests {
@@ -92,7 +104,7 @@ func TestDomainFilterRejectedAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	to, cc := []string{"a@acme.com", "b@mail.acme.com"}, []string{"c@acme.com"}
+	to, cc := address.MustParseList("a@acme.com", "b@mail.acme.com"), address.MustParseList("c@acme.com")
 	var got []Rejection
 	n := testing.AllocsPerRun(100, func() { got = f.Rejected(to, cc) })
 	if got != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/nornweave/nornweave/core/address"
 )
 
 // neverFull is a limit no benchmark run can reach, so every iteration takes
@@ -131,8 +133,8 @@ func benchmarkDomainFilter(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	last := fmt.Sprintf("partner%d.example", n/2-1)
-	to := []string{"ann@" + last, "bob@mail." + last}
-	cc := []string{"Carol@" + strings.ToUpper(last)}
+	to := address.MustParseList("ann@"+last, "bob@mail."+last)
+	cc := address.MustParseList("Carol@" + strings.ToUpper(last))
 	b.ReportAllocs()
 	for b.Loop() {
 		if rejected := f.Rejected(to, cc); rejected != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/store"
 )
@@ -31,15 +32,16 @@ type Provider interface {
 	Send(ctx context.Context, m providers.Message) (string, error)
 }
 
-// SendRequest is one validated send. Addresses are RFC 5322 addresses
-// (a display name is allowed); Attachments carry decoded content.
+// SendRequest is one validated send. Addresses are parsed once, at the edge,
+// into canonical values: the filter, the stored row and the provider all use
+// them as they are. Attachments carry decoded content.
 type SendRequest struct {
 	// MessageID, when set, is the id the message is recorded under; the
 	// API assigns it before the send to tie an Idempotency-Key to it.
 	MessageID       string
 	InboxID         string
-	To, Cc, Bcc     []string
-	ReplyTo         []string
+	To, Cc, Bcc     []address.Address
+	ReplyTo         []address.Address
 	Subject         string
 	Body            string // Markdown
 	HTML            string // optional: replaces the rendering of Body
@@ -227,7 +229,7 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 	case deliveryUnknown(sendErr):
 		// It may have gone out: it counts, now and after any restart.
 		res.Commit(s.o.Clock.Mono())
-		msg := "delivery unknown: " + userError(sendErr)
+		msg := userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg, CountedAt: &now}
 		s.o.Logger.WarnContext(ctx, "provider outcome unknown; counted as sent", slog.String("message_id", m.ID),
 			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
@@ -326,13 +328,14 @@ func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *stor
 	return inbox, thread, parent, err
 }
 
-// checkDomains applies the outbound domain policy to every recipient:
+// checkDomains applies the outbound domain policy to every recipient and to
+// Reply-To (a Reply-To at a blocked domain routes the replies there):
 // rejections are logged at INFO with the pattern, allows at DEBUG.
 func (s *Sender) checkDomains(ctx context.Context, req SendRequest) error {
-	rejected := s.o.Filter.Rejected(req.To, req.Cc, req.Bcc)
+	rejected := s.o.Filter.Rejected(req.To, req.Cc, req.Bcc, req.ReplyTo)
 	if len(rejected) == 0 {
 		if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
-			for _, list := range [][]string{req.To, req.Cc, req.Bcc} {
+			for _, list := range [][]address.Address{req.To, req.Cc, req.Bcc, req.ReplyTo} {
 				for _, a := range list {
 					_, domain, _ := s.o.Filter.Check(a)
 					s.o.Logger.DebugContext(ctx, "recipient domain allowed", slog.String("domain", domain))
@@ -378,15 +381,38 @@ func (s *Sender) Shutdown(ctx context.Context) error {
 	}
 }
 
-// userError is the provider's error as stored and shown to the client:
-// providers word their errors for users and never include secrets; it is
-// capped so a chatty server cannot bloat the row.
+// userError is what the stored row and the client learn of a failed send:
+// a provider's own sentence (providers word them for users: the kind of
+// failure and the server's reply, never a relay's address, a key or a
+// URL), or, without one, the kind of failure and the reply code. A send
+// whose fate is unknown says so first. The full error goes to the log.
 func userError(err error) string {
-	msg := err.Error()
-	if len(msg) > 1000 {
-		msg = msg[:1000] + "…"
+	var se *providers.SendError
+	if errors.As(err, &se) && se.Error() != "" {
+		msg := se.Error()
+		if len(msg) > 1000 {
+			msg = msg[:1000] + "…"
+		}
+		if se.Unknown {
+			msg = "delivery unknown: " + msg
+		}
+		return msg
 	}
-	return msg
+	switch {
+	case se != nil && se.Unknown:
+		return "delivery unknown: the mail server did not confirm the message after it was handed over; it may have been delivered"
+	case se != nil && se.Code != 0 && se.Temporary:
+		return fmt.Sprintf("The mail server deferred the message (reply code %d); it was not sent, try again later", se.Code)
+	case se != nil && se.Code != 0:
+		return fmt.Sprintf("The mail server refused the message (reply code %d)", se.Code)
+	case se != nil && se.Temporary:
+		return "Could not reach the mail server; the message was not sent, try again later"
+	case se != nil:
+		return "Could not deliver to the mail server (connection, TLS or authentication failure); the message was not sent"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "The mail server did not answer in time; the message may not have been sent"
+	}
+	return "The provider could not send the message"
 }
 
 func violationCounts(e *RateLimitedError) string {

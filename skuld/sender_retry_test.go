@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/store"
 )
@@ -49,7 +50,7 @@ func TestSendOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newMemStore()
 			s, lim := newTestSender(t, st, tt.provider, 1, nil)
-			m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+			m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 			if err != nil {
 				t.Fatalf("Send: %v", err)
 			}
@@ -87,7 +88,7 @@ func TestRetryHonoursDeadlineAndRetryAfter(t *testing.T) {
 	lim := NewGlobalRateLimiter(1, 0)
 	s := NewSender(Options{Store: st, Provider: p, Limiter: lim, Clock: newFakeClock(), RetryMax: 3,
 		RetryDeadline: 30 * time.Second, RetryBackoff: time.Millisecond})
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestThrottleIgnoresWallClockSteps(t *testing.T) {
 			lim := NewGlobalRateLimiter(2, 0)
 			s := NewSender(Options{Store: st, Provider: p, Limiter: lim, Clock: clock})
 			send := func() error {
-				_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+				_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 				return err
 			}
 			if err := send(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/clocktest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/store"
@@ -151,7 +152,7 @@ func newTestSender(t *testing.T, st Store, p *fakeProvider, perMinute int, filte
 func TestSendRecordsAndSends(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{}
 	s, lim := newTestSender(t, st, p, 5, nil)
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"Bob <bob@x.test>"},
+	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("Bob <bob@x.test>"),
 		Subject: "Hi", Body: "**bold**"})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
@@ -174,14 +175,14 @@ func TestSendRecordsAndSends(t *testing.T) {
 }
 
 func TestSendProviderFailureGivesSlotBack(t *testing.T) {
-	st, p := newMemStore(), &fakeProvider{err: errors.New("smtp: message rejected: 554 no")}
+	st, p := newMemStore(), &fakeProvider{err: &providers.SendError{Code: 554, Err: errors.New("smtp: message rejected at 10.0.0.5:25: 554 no")}}
 	s, lim := newTestSender(t, st, p, 1, nil)
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	if m.Status != store.StatusFailed || m.Error == nil || !strings.Contains(*m.Error, "554") {
-		t.Fatalf("got status %q error %v, want failed with the provider's reason", m.Status, m.Error)
+	if m.Status != store.StatusFailed || m.Error == nil || !strings.Contains(*m.Error, "554") || strings.Contains(*m.Error, "10.0.0.5") {
+		t.Fatalf("got status %q error %v, want failed with the reply code and no relay address", m.Status, m.Error)
 	}
 	st1 := lim.State(0).PerMinute
 	if p.attempts != 1 {
@@ -191,7 +192,7 @@ func TestSendProviderFailureGivesSlotBack(t *testing.T) {
 		t.Errorf("throttle after failure = %+v, want nothing counted", st1)
 	}
 	p.err = nil
-	if m, err = s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"}); err != nil || m.Status != store.StatusSent {
+	if m, err = s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}); err != nil || m.Status != store.StatusSent {
 		t.Fatalf("next send at the limit = %v, %v; want sent", m, err)
 	}
 }
@@ -206,11 +207,11 @@ func TestSendStopsEarly(t *testing.T) {
 		req  SendRequest
 		want func(error) bool
 	}{
-		{"unknown inbox", SendRequest{InboxID: "nope", To: []string{"a@x.test"}, Subject: "s"},
+		{"unknown inbox", SendRequest{InboxID: "nope", To: address.MustParseList("a@x.test"), Subject: "s"},
 			func(err error) bool { var nf *NotFoundError; return errors.As(err, &nf) && nf.Kind == "Inbox" }},
-		{"unknown thread", SendRequest{InboxID: "ib1", To: []string{"a@x.test"}, Subject: "s", ReplyToThreadID: "t0"},
+		{"unknown thread", SendRequest{InboxID: "ib1", To: address.MustParseList("a@x.test"), Subject: "s", ReplyToThreadID: "t0"},
 			func(err error) bool { var nf *NotFoundError; return errors.As(err, &nf) && nf.Kind == "Thread" }},
-		{"blocked bcc", SendRequest{InboxID: "ib1", To: []string{"a@x.test"}, Bcc: []string{"z@EVIL.test", "y@evil.test"}, Subject: "s"},
+		{"blocked bcc", SendRequest{InboxID: "ib1", To: address.MustParseList("a@x.test"), Bcc: address.MustParseList("z@EVIL.test", "y@evil.test"), Subject: "s"},
 			func(err error) bool {
 				var b *BlockedError
 				return errors.As(err, &b) && b.Error() == "Recipient domain(s) blocked by outbound policy: evil.test"
@@ -237,16 +238,16 @@ func TestSendStopsEarly(t *testing.T) {
 func TestReplyCarriesThreadingHeaders(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{}
 	s, _ := newTestSender(t, st, p, 0, nil)
-	first, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	first, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"},
+	second, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
 		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	third, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"},
+	third, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
 		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestShutdownDrainsInFlightSends(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *store.Message)
 	go func() {
-		m, _ := s.Send(ctx, SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+		m, _ := s.Send(ctx, SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 		done <- m
 	}()
 	<-p.start
@@ -333,7 +334,7 @@ func TestSendFromInboxDeletedMeanwhile(t *testing.T) {
 	st, p := vanishingStore{newMemStore()}, &fakeProvider{}
 	lim := NewGlobalRateLimiter(1, 0)
 	s := NewSender(Options{Store: st, Provider: p, Limiter: lim})
-	_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"})
+	_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	var nf *NotFoundError
 	if !errors.As(err, &nf) || nf.Kind != "Inbox" {
 		t.Fatalf("Send = %v, want Inbox not found", err)

@@ -51,7 +51,7 @@ func TestNotFoundAndValidation(t *testing.T) {
 		{"unknown inbox", "GET", "/v1/inboxes/nonexistent-inbox-id", nil, 404, `"Inbox nonexistent-inbox-id not found"`},
 		{"unknown message", "GET", "/v1/messages/nonexistent", nil, 404, `"Message nonexistent not found"`},
 		{"unknown thread", "GET", "/v1/threads/nonexistent", nil, 404, `"Thread nonexistent not found"`},
-		{"unknown route", "GET", "/v1/nothing-here", nil, 404, `{"detail":"Not Found"}`},
+		{"unknown route", "GET", "/v1/nothing-here", nil, 404, `{"detail":"Not Found","code":"not_found"}`},
 		{"missing fields", "POST", "/v1/messages", map[string]any{"inbox_id": inbox}, 422, `"loc":["body","to"]`},
 		{"empty to", "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{},
 			"subject": "s", "body": ""}, 422, `"type":"too_short"`},

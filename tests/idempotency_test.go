@@ -11,7 +11,7 @@ import (
 	"github.com/nornweave/nornweave/internal/smtptest"
 )
 
-func sendBody(inbox, subject string) map[string]any {
+func keyedBody(inbox, subject string) map[string]any {
 	return map[string]any{"inbox_id": inbox, "to": []string{"bob@customer.test"}, "subject": subject, "body": "hi"}
 }
 
@@ -23,7 +23,7 @@ func TestIdempotencyKeyConcurrent(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 5 })
 		inbox := s.createInbox(t, "support")
-		body := sendBody(inbox, "Once")
+		body := keyedBody(inbox, "Once")
 
 		res := make([]response, n)
 		var wg sync.WaitGroup
@@ -79,7 +79,7 @@ func TestIdempotencyKeyConcurrent(t *testing.T) {
 			t.Errorf("late replay = %s %v, want %s replayed", again.Body, again.Header, first)
 		}
 		// The same key with another request is refused.
-		other := s.do(t, "POST", "/v1/messages", sendBody(inbox, "Something else"), "Idempotency-Key", "order-42")
+		other := s.do(t, "POST", "/v1/messages", keyedBody(inbox, "Something else"), "Idempotency-Key", "order-42")
 		mustStatus(t, other, http.StatusUnprocessableEntity)
 		if code := other.JSON(t)["code"]; code != "idempotency_key_reused" {
 			t.Errorf("reuse code = %v", code)
@@ -100,9 +100,9 @@ func TestIdempotencyKeyRetryAfterRefusal(t *testing.T) {
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
-		r := s.do(t, "POST", "/v1/messages", sendBody(inbox, "Later"), "Idempotency-Key", "k1")
+		r := s.do(t, "POST", "/v1/messages", keyedBody(inbox, "Later"), "Idempotency-Key", "k1")
 		mustStatus(t, r, http.StatusTooManyRequests)
-		r = s.do(t, "POST", "/v1/messages", sendBody(inbox, "Later"), "Idempotency-Key", "k1")
+		r = s.do(t, "POST", "/v1/messages", keyedBody(inbox, "Later"), "Idempotency-Key", "k1")
 		if r.Status != http.StatusTooManyRequests || r.Header.Get("Idempotent-Replayed") != "" {
 			t.Errorf("retry after 429 = %d replayed %q, want a fresh 429", r.Status, r.Header.Get("Idempotent-Replayed"))
 		}
@@ -111,7 +111,7 @@ func TestIdempotencyKeyRetryAfterRefusal(t *testing.T) {
 			long[i] = 'k'
 		}
 		for _, key := range []string{string(long), "tab\tkey", "ключ"} {
-			r := s.do(t, "POST", "/v1/messages", sendBody(inbox, "x"), "Idempotency-Key", key)
+			r := s.do(t, "POST", "/v1/messages", keyedBody(inbox, "x"), "Idempotency-Key", key)
 			mustStatus(t, r, http.StatusUnprocessableEntity)
 		}
 	})
@@ -124,13 +124,13 @@ func TestIdempotencyKeyReplaysAfterRestart(t *testing.T) {
 		env := procEnv(t, driver, mx)
 		p := startProc(t, env)
 		inbox := p.createInbox(t, "support")
-		first := p.do(t, "POST", "/v1/messages", sendBody(inbox, "Once"), "Idempotency-Key", "k-restart")
+		first := p.do(t, "POST", "/v1/messages", keyedBody(inbox, "Once"), "Idempotency-Key", "k-restart")
 		mustStatus(t, first, http.StatusCreated)
 		if err := p.terminate(t); err != nil {
 			t.Fatal(err)
 		}
 		again := startProc(t, env)
-		r := again.do(t, "POST", "/v1/messages", sendBody(inbox, "Once"), "Idempotency-Key", "k-restart")
+		r := again.do(t, "POST", "/v1/messages", keyedBody(inbox, "Once"), "Idempotency-Key", "k-restart")
 		mustStatus(t, r, http.StatusCreated)
 		if r.Header.Get("Idempotent-Replayed") != "true" || string(r.Body) != string(first.Body) {
 			t.Errorf("after restart: %s replayed %q, want %s replayed", r.Body, r.Header.Get("Idempotent-Replayed"), first.Body)

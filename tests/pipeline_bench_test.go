@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/testdb"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
@@ -59,7 +60,7 @@ func benchPipeline(b *testing.B, driver string, limit int) {
 	}
 	sender := skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
 		Limiter: skuld.NewGlobalRateLimiter(limit, limit), Filter: filter})
-	req := skuld.SendRequest{InboxID: inbox.ID, To: []string{"ann@customer.test"}, Subject: "Benchmark",
+	req := skuld.SendRequest{InboxID: inbox.ID, To: address.MustParseList("ann@customer.test"), Subject: "Benchmark",
 		Body: "Hello **Ann**, this is a benchmark message."}
 
 	b.ReportAllocs()

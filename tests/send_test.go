@@ -17,7 +17,7 @@ func TestSendArrivesAndReadsBack(t *testing.T) {
 		r := s.do(t, "POST", "/v1/messages", map[string]any{
 			"inbox_id": inbox, "to": []string{"Ann <ann@customer.test>"}, "cc": []string{"cc@customer.test"},
 			"bcc": []string{"audit@acme.test"}, "subject": "Your order — Grüße",
-			"body": "Hello **Ann**,\n\nYour order shipped.", "unknown_field": "ignored",
+			"body": "Hello **Ann**,\n\nYour order shipped.",
 		})
 		mustStatus(t, r, http.StatusCreated)
 		sent := r.JSON(t)

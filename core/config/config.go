@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -78,6 +79,14 @@ type Config struct {
 	AttachmentMaxSizeMB      int `envconfig:"ATTACHMENT_MAX_SIZE_MB" default:"25"`
 	AttachmentMaxTotalSizeMB int `envconfig:"ATTACHMENT_MAX_TOTAL_SIZE_MB" default:"35"`
 	AttachmentMaxCount       int `envconfig:"ATTACHMENT_MAX_COUNT" default:"20"`
+
+	// AllowUnauthenticated lets a server with a real provider and no
+	// API_KEY listen on a non-loopback HOST: anyone who can reach it can
+	// send mail, so the operator must say so.
+	AllowUnauthenticated bool `envconfig:"ALLOW_UNAUTHENTICATED" default:"false"`
+	// AuthFailureLimit is how many failed API key attempts one client
+	// address may make in 15 minutes before it gets 429; 0 = no limit.
+	AuthFailureLimit int `envconfig:"AUTH_FAILURE_LIMIT" default:"10"`
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -194,6 +203,14 @@ func (c Config) Validate() error {
 			bad(d.name, "must be a positive duration such as 30s, got %s", d.d)
 		}
 	}
+	if c.AuthFailureLimit < 0 {
+		bad("AUTH_FAILURE_LIMIT", "must be at least 0 (0 = no limit), got %d", c.AuthFailureLimit)
+	}
+	if c.APIKey == "" && c.EmailProvider != "demo" && !IsLoopback(c.Host) && !c.AllowUnauthenticated {
+		bad("ALLOW_UNAUTHENTICATED", "API_KEY is not set, EMAIL_PROVIDER=%s sends real mail and HOST=%q is not loopback: "+
+			"anyone who can reach the server could send mail. Set API_KEY, listen on HOST=127.0.0.1, "+
+			"or set ALLOW_UNAUTHENTICATED=true to accept that", c.EmailProvider, c.Host)
+	}
 	for _, l := range []struct{ name, value string }{
 		{"OUTBOUND_DOMAIN_ALLOWLIST", c.OutboundDomainAllowlist},
 		{"OUTBOUND_DOMAIN_BLOCKLIST", c.OutboundDomainBlocklist},
@@ -298,6 +315,17 @@ func (c Config) PostgresURL() string {
 		}
 	}
 	return u
+}
+
+// IsLoopback reports whether host (HOST) listens on loopback only:
+// "localhost" or a loopback IP. An empty host or 0.0.0.0 listens everywhere.
+func IsLoopback(host string) bool {
+	host = strings.Trim(strings.TrimSpace(host), "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // Addr is the listen address.

@@ -16,6 +16,29 @@ func valid() Config {
 		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second}
 }
 
+func TestUnauthenticatedServerNeedsConsent(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(*Config)
+	}{
+		{"loopback v4", func(c *Config) { c.Host = "127.0.0.1" }},
+		{"loopback v6", func(c *Config) { c.Host = "::1" }},
+		{"localhost", func(c *Config) { c.Host = "localhost" }},
+		{"with a key", func(c *Config) { c.Host, c.APIKey = "0.0.0.0", "k" }},
+		{"explicit consent", func(c *Config) { c.Host, c.AllowUnauthenticated = "0.0.0.0", true }},
+		{"demo provider", func(c *Config) { c.Host, c.EmailProvider = "0.0.0.0", "demo" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			c.EmailProvider, c.SMTPHost = "smtp", "mx"
+			tt.change(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate: %v, want nil", err)
+			}
+		})
+	}
+}
+
 func TestValidateNamesTheVariable(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -45,6 +68,13 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		}, []string{"API_KEY"}},
 		{"staging with demo", func(c *Config) { c.Environment, c.APIKey = "staging", "k" }, []string{"EMAIL_PROVIDER", "demo"}},
 		{"unknown environment", func(c *Config) { c.Environment = "prod" }, []string{"ENVIRONMENT"}},
+		{"negative auth failure limit", func(c *Config) { c.AuthFailureLimit = -1 }, []string{"AUTH_FAILURE_LIMIT"}},
+		{"real provider, no key, all interfaces", func(c *Config) {
+			c.EmailProvider, c.SMTPHost, c.Host = "smtp", "mx", "0.0.0.0"
+		}, []string{"ALLOW_UNAUTHENTICATED", "API_KEY", `HOST="0.0.0.0"`}},
+		{"real provider, no key, LAN address", func(c *Config) {
+			c.EmailProvider, c.SMTPHost, c.Host = "smtp", "mx", "192.168.1.5"
+		}, []string{"ALLOW_UNAUTHENTICATED"}},
 		{"postgres without url", func(c *Config) { c.DBDriver = "postgres" }, []string{"DATABASE_URL"}},
 		{"unknown driver", func(c *Config) { c.DBDriver = "mysql" }, []string{"DB_DRIVER"}},
 		{"bad log level", func(c *Config) { c.LogLevel = "loud" }, []string{"LOG_LEVEL"}},

@@ -82,7 +82,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		RetryMax: cfg.SendRetryMax, RetryDeadline: cfg.SendRetryDeadline})
 	a.api = api.New(api.Options{
 		Store: st, Sender: a.sender, Limiter: a.limiter, Logger: logger,
-		APIKey: cfg.APIKey, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
+		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
 		AttachmentMaxCount:     cfg.AttachmentMaxCount,

@@ -1,0 +1,120 @@
+package api
+
+import (
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// maxHeaderBytes bounds the request's header block (names, values and the
+// request line). net/http's own, larger limit answers in plain text; this
+// one answers in the API's JSON shape.
+const maxHeaderBytes = 64 << 10
+
+// securityHeaders sets the usual defensive headers on every response: the
+// API serves JSON only, so nothing should be sniffed, framed, cached or
+// leak a Referer.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		return next(c)
+	}
+}
+
+// checkRequest refuses what no handler should see: header blocks above
+// maxHeaderBytes (431) and a NUL in the path or the query (422: PostgreSQL
+// cannot store it, and no id or search term contains one).
+func checkRequest(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		size := len(r.Method) + len(r.RequestURI) + len(r.Host)
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				size += len(k) + len(v) + 4
+			}
+		}
+		if size > maxHeaderBytes {
+			return newError(http.StatusRequestHeaderFieldsTooLarge, "headers_too_large",
+				"Request header fields too large: the limit is 64 KB")
+		}
+		if strings.IndexByte(r.URL.Path, 0) >= 0 {
+			return fieldError("NUL characters are not allowed", "value_error", "path")
+		}
+		for name, vs := range r.URL.Query() {
+			if strings.IndexByte(name, 0) >= 0 || slices.ContainsFunc(vs, func(v string) bool { return strings.IndexByte(v, 0) >= 0 }) {
+				return fieldError("NUL characters are not allowed", "value_error", "query", name)
+			}
+		}
+		return next(c)
+	}
+}
+
+// requireJSON makes every request body JSON, declared as such. A browser
+// can POST text/plain or a form to any site without a CORS preflight;
+// accepting those as JSON would let any web page send mail through a
+// server on the operator's machine or LAN.
+func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		ct := r.Header.Get(echo.HeaderContentType)
+		switch {
+		case r.ContentLength == 0 && ct == "":
+			return next(c) // nothing to misread; a POST without a body is a 422 further on
+		case r.ContentLength == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead ||
+			r.Method == http.MethodDelete || r.Method == http.MethodOptions):
+			return next(c) // no body: whatever Content-Type a client habitually sends is harmless
+		}
+		mt, params, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" ||
+			(params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
+			return newError(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"Content-Type must be application/json")
+		}
+		return next(c)
+	}
+}
+
+// crossSite refuses state-changing requests that a browser made on behalf
+// of another site which CORS_ORIGINS does not allow. Non-browser clients
+// send neither Origin nor Sec-Fetch-Site and are not affected.
+func (a *API) crossSite(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return next(c)
+		}
+		origin := r.Header.Get(echo.HeaderOrigin)
+		site := r.Header.Get("Sec-Fetch-Site")
+		if origin == "" && site != "cross-site" && site != "same-site" {
+			return next(c)
+		}
+		if origin != "" && (a.originAllowed(origin) || sameOrigin(origin, r.Host)) {
+			return next(c)
+		}
+		if origin == "" && site == "same-site" {
+			return next(c) // same registrable domain without an Origin: not a browser POST
+		}
+		return newError(http.StatusForbidden, "cross_site_forbidden",
+			"Cross-site request refused: add the origin to CORS_ORIGINS to allow it")
+	}
+}
+
+func (a *API) originAllowed(origin string) bool {
+	return slices.Contains(a.CORSOrigins, "*") || slices.Contains(a.CORSOrigins, origin)
+}
+
+// sameOrigin reports whether origin names the host the request was sent to.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
