@@ -113,9 +113,9 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		{"postgres with url", func(c *Config) { c.DBDriver, c.DatabaseURL = "postgres", "postgres://x" }},
 		{"valid patterns", func(c *Config) { c.OutboundDomainAllowlist = `(.*\.)?acme\.com, example\.org` }},
-		{"ses without keys uses the default chain", func(c *Config) { c.EmailProvider = "ses" }},
+		{"ses without keys uses the default chain", func(c *Config) { c.EmailProvider, c.APIKey = "ses", "k" }},
 		{"hosted provider overrides", func(c *Config) {
-			c.EmailProvider, c.MailgunAPIKey, c.MailgunDomain = "mailgun", "k", "mg.acme.test"
+			c.EmailProvider, c.MailgunAPIKey, c.MailgunDomain, c.Host = "mailgun", "k", "mg.acme.test", "127.0.0.1"
 			c.MailgunAPIBase, c.SESEndpoint = "https://api.eu.mailgun.net", "http://127.0.0.1:4566"
 		}},
 		{"zero limits mean unlimited", func(c *Config) { c.SendRateLimitPerMinute, c.SendRateLimitPerHour = 0, 0 }},
