@@ -151,24 +151,24 @@ func (p *SMTP) dial(ctx context.Context) (*conn, error) {
 	if p.startTLS {
 		if ok, _ := c.Extension("STARTTLS"); !ok {
 			_ = c.Close()
-			return nil, &SendError{msg: fmt.Sprintf(
+			return nil, &SendError{cause: CauseTLS, msg: fmt.Sprintf(
 				"smtp: %s does not offer STARTTLS and TLS is required; refusing to send in plain text", p.addr)}
 		}
 		if err := c.StartTLS(p.tlsConfig); err != nil {
 			_ = c.Close()
-			return nil, setupError("STARTTLS with "+p.addr+" failed", err)
+			return nil, setupError("STARTTLS with "+p.addr+" failed", CauseTLS, err)
 		}
 	}
 	if p.username != "" {
 		if ok, _ := c.Extension("AUTH"); !ok {
 			_ = c.Close()
-			return nil, &SendError{msg: fmt.Sprintf("smtp: authentication failed: %s does not offer AUTH", p.addr)}
+			return nil, &SendError{cause: CauseAuth, msg: fmt.Sprintf("smtp: authentication failed: %s does not offer AUTH", p.addr)}
 		}
 		auth := &plainOrLogin{user: p.username, pass: p.password, host: p.host,
 			allowUnencrypted: !p.startTLS && !p.implicitTLS}
 		if err := c.Auth(auth); err != nil {
 			_ = c.Close()
-			return nil, setupError("authentication failed", err)
+			return nil, setupError("authentication failed", CauseAuth, err)
 		}
 	}
 	return &conn{c: c}, nil

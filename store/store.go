@@ -151,8 +151,19 @@ func openSQLite(path string) (*sql.DB, error) {
 	}
 	if path != ":memory:" {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			return nil, fmt.Errorf("store: create sqlite directory: %w", err)
+			return nil, fmt.Errorf("store: sqlite database %s: cannot create its directory: %w", path, err)
 		}
+		// SQLite reports an unwritable file as "out of memory (14)"; open
+		// it ourselves first so the error names the path and the reason.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("store: sqlite database %s: cannot open for writing: %w", path, err)
+		}
+		f.Close()
 	}
 	// The path becomes a file: URI, in which these three characters would
 	// start a query, a fragment or an escape.
@@ -187,6 +198,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	return nil
+}
+
+// PendingMigrations lists the migrations Migrate would apply, without
+// applying them; see migrations.Pending.
+func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
+	names, err := migrations.Pending(ctx, s.sqlDB, s.driver)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending migrations: %w", err)
+	}
+	return names, nil
 }
 
 // Ready reports whether the database answers and its schema is the one this

@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"time"
 
 	"github.com/joho/godotenv"
-	"github.com/kelseyhightower/envconfig"
 )
 
 // Config is every setting of the server. Variable names are those of the
@@ -75,6 +76,11 @@ type Config struct {
 	AttachmentMaxSizeMB      int `envconfig:"ATTACHMENT_MAX_SIZE_MB" default:"25"`
 	AttachmentMaxTotalSizeMB int `envconfig:"ATTACHMENT_MAX_TOTAL_SIZE_MB" default:"35"`
 	AttachmentMaxCount       int `envconfig:"ATTACHMENT_MAX_COUNT" default:"20"`
+
+	// What the server tells operators (issue 9): the log line format, and
+	// the key that guards /metrics (empty: open, like /health).
+	LogFormat     string `envconfig:"LOG_FORMAT" default:"json"`
+	MetricsAPIKey string `envconfig:"METRICS_API_KEY"`
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -88,23 +94,17 @@ var providers = map[string]bool{"demo": true, "smtp": true, "imap-smtp": true,
 
 // Load reads dotenvPath (if it exists) into the environment without
 // overriding variables already set, then the environment into a Config.
-// It does not validate: call Validate.
-func Load(dotenvPath string) (Config, error) {
-	var c Config
-	if dotenvPath != "" {
-		if err := godotenv.Load(dotenvPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return c, fmt.Errorf("config: read %s: %w", dotenvPath, err)
-		}
+// It does not validate: call Validate. See LoadWith.
+func Load(dotenvPath string) (Config, error) { return LoadWith(dotenvPath, nil) }
+
+func readDotenv(path string) error {
+	if path == "" {
+		return nil
 	}
-	if err := envconfig.Process("", &c); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return c, fmt.Errorf("config: %s: cannot parse %q as %s", pe.KeyName, pe.Value, pe.TypeName)
-		}
-		return c, fmt.Errorf("config: %w", err)
+	if err := godotenv.Load(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s: cannot read: %w", path, err)
 	}
-	c.normalize()
-	return c, nil
+	return nil
 }
 
 func (c *Config) normalize() {
@@ -118,6 +118,7 @@ func (c *Config) normalize() {
 	}
 	c.Environment = strings.ToLower(strings.TrimSpace(c.Environment))
 	c.LogLevel = strings.ToLower(strings.TrimSpace(c.LogLevel))
+	c.LogFormat = strings.ToLower(strings.TrimSpace(c.LogFormat))
 	c.EmailDomain = strings.ToLower(strings.TrimSpace(c.EmailDomain))
 }
 
@@ -133,6 +134,8 @@ func (c Config) Validate() error {
 	case "postgres":
 		if c.DatabaseURL == "" {
 			bad("DATABASE_URL", "is required when DB_DRIVER=postgres")
+		} else if err := checkPostgresURL(c.PostgresURL()); err != nil {
+			bad("DATABASE_URL", "%v", err)
 		}
 	default:
 		bad("DB_DRIVER", "unknown driver %q (want sqlite or postgres)", c.DBDriver)
@@ -158,6 +161,14 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.SlogLevel(); err != nil {
 		bad("LOG_LEVEL", "%v", err)
+	}
+	switch c.LogFormat {
+	case "json", "text", "":
+	default:
+		bad("LOG_FORMAT", "unknown format %q (want json or text)", c.LogFormat)
+	}
+	if err := checkHost(c.Host); err != nil {
+		bad("HOST", "%v", err)
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		bad("PORT", "%d is not a TCP port", c.Port)
@@ -194,12 +205,69 @@ func (c Config) Validate() error {
 		{"OUTBOUND_DOMAIN_BLOCKLIST", c.OutboundDomainBlocklist},
 	} {
 		for _, p := range SplitList(l.value) {
-			if _, err := regexp.Compile("(?i)^(?:" + p + ")$"); err != nil {
-				bad(l.name, "invalid pattern %q: %v", p, err)
+			// Compiled alone for the message, so the user sees the pattern
+			// as written, not wrapped in the anchors the filter adds.
+			if _, err := regexp.Compile(p); err != nil {
+				bad(l.name, "invalid pattern %q: %s", p, regexpReason(err))
+			} else if _, err := regexp.Compile("(?i)^(?:" + p + ")$"); err != nil {
+				bad(l.name, "invalid pattern %q", p)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// regexpReason is the regexp error without its echo of the pattern.
+func regexpReason(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return se.Code.String()
+	}
+	return err.Error()
+}
+
+// checkPostgresURL accepts a postgres:// URL with a host, or pgx's
+// "host=... dbname=..." keyword form. The message never repeats the value,
+// which may hold a password.
+func checkPostgresURL(s string) error {
+	if !strings.Contains(s, "://") {
+		if strings.Contains(s, "=") {
+			return nil
+		}
+		return errors.New("want a URL such as postgres://user:password@host:5432/db or host=... dbname=... keywords")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("is not a valid URL (check that special characters in the password are percent-encoded)")
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("scheme %q is not postgres:// or postgresql://", u.Scheme)
+	}
+	if u.Host == "" && u.Query().Get("host") == "" {
+		return errors.New("names no host")
+	}
+	return nil
+}
+
+// checkHost accepts an IP address or a host name to listen on.
+func checkHost(h string) error {
+	if h == "" {
+		return nil // every interface
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return nil
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("%q is not an IP address or host name", h)
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return fmt.Errorf("%q is not an IP address or host name", h)
+			}
+		}
+	}
+	return nil
 }
 
 // missingCredentials names the variables the chosen provider needs but lacks.
