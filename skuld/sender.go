@@ -70,6 +70,11 @@ type Options struct {
 	// RetryBackoff is the first wait between attempts (default 500 ms); it
 	// doubles each time, with jitter, up to maxBackoff.
 	RetryBackoff time.Duration
+	// Observer is told every outcome, retry and refusal (nil: NopObserver).
+	Observer Observer
+	// RefusalLogInterval is how often a run of refusals by the throttle is
+	// summed up in the log (default DefaultRefusalLogInterval).
+	RefusalLogInterval time.Duration
 }
 
 // maxBackoff caps one wait between attempts.
@@ -79,7 +84,8 @@ const maxBackoff = 10 * time.Second
 // provider → record the outcome. It is safe for concurrent use; Shutdown
 // refuses new sends and waits for those in flight.
 type Sender struct {
-	o Options
+	o        Options
+	refusals *refusalLog
 
 	mu       sync.Mutex
 	closing  bool
@@ -107,7 +113,13 @@ func NewSender(o Options) *Sender {
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 500 * time.Millisecond
 	}
-	return &Sender{o: o}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	if o.RefusalLogInterval <= 0 {
+		o.RefusalLogInterval = DefaultRefusalLogInterval
+	}
+	return &Sender{o: o, refusals: &refusalLog{logger: o.Logger, clock: o.Clock, interval: o.RefusalLogInterval}}
 }
 
 // Send sends one message. The returned row is the message as recorded: a
@@ -137,13 +149,12 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	if err != nil {
 		var rl *RateLimitedError
 		if errors.As(err, &rl) {
-			s.o.Logger.WarnContext(ctx, "send refused by throttle",
-				slog.String("windows", strings.Join(rl.Windows(), "; ")),
-				slog.String("counts", violationCounts(rl)),
-				slog.Int("retry_after", rl.RetryAfterSeconds()))
+			s.o.Observer.Refused(rl.Windows())
+			s.refusals.refused(ctx, rl)
 		}
 		return nil, err
 	}
+	s.refusals.tick(ctx)
 	if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
 		s.o.Logger.DebugContext(ctx, "send admitted by throttle",
 			slog.Int("minute_count", res.MinuteCount()), slog.Int("hour_count", res.HourCount()))
@@ -206,6 +217,7 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 		if s.o.Clock.Mono()+wait-b.reserved > s.o.RetryDeadline {
 			break
 		}
+		s.o.Observer.Retried(s.o.Provider.Name())
 		s.o.Logger.WarnContext(ctx, "provider failed temporarily, retrying", slog.String("message_id", m.ID),
 			slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.Any("error", sendErr))
 		time.Sleep(wait)
@@ -217,6 +229,7 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 	case sendErr == nil:
 		res.Commit(s.o.Clock.Mono())
 		out = store.Outcome{Status: store.StatusSent, ProviderMessageID: &providerID, SentAt: &now, CountedAt: &now}
+		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeSent)
 		s.o.Logger.InfoContext(ctx, "message sent", slog.String("message_id", m.ID),
 			slog.String("provider", s.o.Provider.Name()))
 	case deliveryUnknown(sendErr):
@@ -224,14 +237,20 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 		res.Commit(s.o.Clock.Mono())
 		msg := "delivery unknown: " + userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg, CountedAt: &now}
+		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeUnknown)
 		s.o.Logger.WarnContext(ctx, "provider outcome unknown; counted as sent", slog.String("message_id", m.ID),
-			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
+			slog.String("provider", s.o.Provider.Name()), slog.String("cause", providers.Cause(sendErr)),
+			slog.Any("error", sendErr))
 	default:
 		res.Release()
 		msg := userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg}
-		s.o.Logger.WarnContext(ctx, "provider refused message", slog.String("message_id", m.ID),
-			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
+		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeFailed)
+		// Worded by cause: "refused" only when the server answered no.
+		cause := providers.Cause(sendErr)
+		s.o.Logger.WarnContext(ctx, "provider send failed: "+providers.DescribeCause(cause),
+			slog.String("message_id", m.ID), slog.String("provider", s.o.Provider.Name()),
+			slog.String("cause", cause), slog.Any("error", sendErr))
 	}
 	m.Status, m.ProviderMessageID, m.Error, m.SentAt = out.Status, out.ProviderMessageID, out.Error, out.SentAt
 	if err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out); err != nil {
@@ -252,6 +271,17 @@ func (s *Sender) attempt(ctx context.Context, pm providers.Message, timeout time
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := s.o.Clock.Mono()
+	defer func() {
+		outcome := OutcomeSent
+		switch {
+		case err != nil && deliveryUnknown(err):
+			outcome = OutcomeUnknown
+		case err != nil:
+			outcome = OutcomeFailed
+		}
+		s.o.Observer.ProviderCall(s.o.Provider.Name(), outcome, s.o.Clock.Mono()-start)
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			s.o.Logger.ErrorContext(ctx, "provider panicked", slog.String("provider", s.o.Provider.Name()),
@@ -367,6 +397,7 @@ func (s *Sender) Shutdown(ctx context.Context) error {
 	go func() { s.inFlight.Wait(); close(done) }()
 	select {
 	case <-done:
+		s.refusals.flush(ctx)
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("skuld: sends still in flight: %w", ctx.Err())
