@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nornweave/nornweave/providers"
@@ -90,6 +91,7 @@ type Sender struct {
 	mu       sync.Mutex
 	closing  bool
 	inFlight sync.WaitGroup
+	running  atomic.Int64 // sends inside Send, for the shutdown report
 }
 
 // NewSender returns a Sender.
@@ -130,6 +132,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	if !s.enter() {
 		return nil, ErrShuttingDown
 	}
+	defer s.running.Add(-1)
 	defer s.inFlight.Done()
 
 	inbox, thread, parent, err := s.load(ctx, req)
@@ -384,8 +387,12 @@ func (s *Sender) enter() bool {
 		return false
 	}
 	s.inFlight.Add(1)
+	s.running.Add(1)
 	return true
 }
+
+// InFlight returns the number of sends under way.
+func (s *Sender) InFlight() int { return int(s.running.Load()) }
 
 // Shutdown refuses new sends and waits until every send in flight has been
 // recorded, or ctx ends. It is safe to call more than once.

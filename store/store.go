@@ -210,6 +210,10 @@ func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// ErrSchemaNotCurrent is Ready's answer when the database answers but its
+// schema is not the one this binary expects.
+var ErrSchemaNotCurrent = errors.New("store: schema is not current")
+
 // Ready reports whether the database answers and its schema is the one this
 // binary expects. It backs GET /ready.
 func (s *Store) Ready(ctx context.Context) error {
@@ -221,7 +225,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		return fmt.Errorf("store: schema status: %w", err)
 	}
 	if current != latest {
-		return fmt.Errorf("store: schema is at version %d, want %d", current, latest)
+		return fmt.Errorf("%w: at version %d, want %d", ErrSchemaNotCurrent, current, latest)
 	}
 	return nil
 }

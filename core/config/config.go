@@ -146,6 +146,9 @@ func (c Config) Validate() error {
 	for _, m := range c.missingCredentials() {
 		bad(m, "is required when EMAIL_PROVIDER=%s", c.EmailProvider)
 	}
+	if c.EmailProvider == "smtp" && c.SMTPPassword != "" && c.SMTPUsername == "" {
+		bad("SMTP_USERNAME", "is required when SMTP_PASSWORD is set")
+	}
 	errs = append(errs, c.validateHostedProviders()...)
 	switch c.Environment {
 	case "development":
