@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/app"
@@ -43,6 +47,34 @@ func check(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slo
 	what, err := app.CheckProvider(ctx, cfg, logger)
 	report(what, err)
 	if failed {
+		return 1
+	}
+	return 0
+}
+
+// healthcheck asks the server on this machine for /health. A server
+// listening on every interface is asked on loopback.
+func healthcheck(ctx context.Context, cfg config.Config, stderr io.Writer) int {
+	host := cfg.Host
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(cfg.Port)) + "/health"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "nornweave healthcheck:", err)
+		return 1
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "nornweave healthcheck:", err)
+		return 1
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "nornweave healthcheck: %s answered %s\n", url, res.Status)
 		return 1
 	}
 	return 0

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -247,5 +249,22 @@ func TestLogFormatText(t *testing.T) {
 	code, _, stderr := runIn(t, map[string]string{"LOG_FORMAT": "text"}, "migrate")
 	if code != 0 || !strings.Contains(stderr, `level=INFO msg="migrations applied"`) {
 		t.Errorf("exit %d, stderr %q, want a text line", code, stderr)
+	}
+}
+
+func TestHealthcheckCommand(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	if code, _, stderr := runIn(t, nil, "healthcheck", fmt.Sprintf("--port=%d", port)); code != 0 {
+		t.Errorf("healthcheck against a healthy server = %d: %s", code, stderr)
+	}
+	srv.Close()
+	if code, _, _ := runIn(t, nil, "healthcheck", fmt.Sprintf("--port=%d", port)); code != 1 {
+		t.Errorf("healthcheck against nothing = %d, want 1", code)
 	}
 }

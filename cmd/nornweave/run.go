@@ -27,6 +27,10 @@ Commands:
   migrate   apply database migrations and exit; --dry-run lists them instead
   check     validate the configuration, connect to the database and the
             provider, report, and exit (0: all good, 1: a problem)
+  healthcheck
+            GET /health on this machine's server (HOST, PORT); exit 0 when
+            it answers 200: the container image's HEALTHCHECK, which has
+            no curl
   version   print the version and exit
   help      print this help
 
@@ -54,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help":
 		printUsage(stdout)
 		return 0
-	case "serve", "migrate", "check":
+	case "serve", "migrate", "check", "healthcheck":
 	default:
 		fmt.Fprintf(stderr, "nornweave: unknown command %q\n\n", cmd)
 		printUsage(stderr)
@@ -69,6 +73,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err = errors.Join(err, cfg.Validate()); err != nil {
 		fmt.Fprintf(stderr, "nornweave: configuration error:\n%s\n", indent(err))
 		return 1
+	}
+	if cmd == "healthcheck" {
+		return healthcheck(ctx, cfg, stderr)
 	}
 	level, _ := cfg.SlogLevel()
 	logger := logging.NewFormat(stderr, level, cfg.LogFormat)

@@ -235,3 +235,17 @@ func TestVarsCoverEveryField(t *testing.T) {
 		}
 	}
 }
+
+// .env.example lists every variable with its default, so it cannot fall
+// behind the Config struct.
+func TestEnvExampleListsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range Vars() {
+		if want := "#" + v.Name + "=" + v.Default + "\n"; !strings.Contains(string(b), want) {
+			t.Errorf(".env.example lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
