@@ -142,7 +142,11 @@ func typeOf(s map[string]any) string {
 		}
 		return strings.Join(parts, " | ")
 	}
-	if alts := docArr(s["oneOf"]); alts != nil {
+	alts := docArr(s["oneOf"])
+	if alts == nil {
+		alts = docArr(s["anyOf"])
+	}
+	if alts != nil {
 		parts := make([]string, len(alts))
 		for i, x := range alts {
 			parts[i] = typeOf(docObj(x))

@@ -6,9 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nornweave/nornweave/providers"
 )
 
 // A burst of 1,000 refusals is a handful of lines: the first in full, one
@@ -118,5 +123,31 @@ func TestObserverSeesOutcomesAndRefusals(t *testing.T) {
 	if o.finished[OutcomeFailed] != 1 || o.finished[OutcomeSent] != 1 || o.calls[OutcomeSent] != 1 || o.refused != 1 {
 		t.Errorf("observed finished %v calls %v refused %d, want one failed, one sent, one refused",
 			o.finished, o.calls, o.refused)
+	}
+}
+
+// A failed send's log line says what went wrong, not "provider refused"
+// for every failure.
+func TestFailureLoggedByCause(t *testing.T) {
+	refused := providers.NewSendError("smtp: connect to mx:25: connection refused",
+		&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	rejected := providers.NewSendError("smtp: recipient rejected: 550 no such user", nil)
+	rejected.Code = 550
+	for _, tt := range []struct {
+		err       error
+		msg, attr string
+	}{
+		{refused, "provider send failed: connection refused", `"cause":"connection_refused"`},
+		{rejected, "provider send failed: refused by the server", `"cause":"rejected"`},
+	} {
+		var buf bytes.Buffer
+		s := NewSender(Options{Store: newMemStore(), Provider: &fakeProvider{err: tt.err}, RetryMax: 0,
+			Limiter: NewGlobalRateLimiter(0, 0), Clock: newFakeClock(), Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+		if _, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: []string{"b@x.test"}, Subject: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), `"msg":"`+tt.msg+`"`) || !strings.Contains(buf.String(), tt.attr) {
+			t.Errorf("log = %s, want %q with %s", buf.String(), tt.msg, tt.attr)
+		}
 	}
 }

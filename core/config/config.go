@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
 	"regexp/syntax"
+	"strconv"
 	"strings"
 	"time"
 
@@ -368,7 +370,7 @@ func (c Config) PostgresURL() string {
 
 // Addr is the listen address.
 func (c Config) Addr() string {
-	return fmt.Sprintf("%s:%d", c.Host, c.Port)
+	return net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
 }
 
 // SplitList splits a comma-separated variable, trimming spaces and dropping

@@ -249,3 +249,18 @@ func TestEnvExampleListsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+func TestEmptyVariableMeansItsDefault(t *testing.T) {
+	t.Setenv("PORT", "")
+	t.Setenv("SMTP_USE_TLS", " ")
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 8000 || !c.SMTPUseTLS {
+		t.Errorf("PORT=%d SMTP_USE_TLS=%t, want the defaults 8000 and true", c.Port, c.SMTPUseTLS)
+	}
+	if got := (Config{Host: "::1", Port: 80}).Addr(); got != "[::1]:80" {
+		t.Errorf("Addr() = %q, want [::1]:80", got)
+	}
+}

@@ -65,7 +65,9 @@ func LoadWith(dotenvPath string, overrides map[string]string) (Config, error) {
 		if !set {
 			raw, set = os.LookupEnv(cv.Name)
 		}
-		if !set {
+		// Unset and set-but-empty both mean the default: compose files and
+		// .env templates often carry "PORT=", which must not mean port 0.
+		if !set || strings.TrimSpace(raw) == "" {
 			raw = cv.Default
 		}
 		if err := setValue(v.Field(cv.field), raw); err != nil {
