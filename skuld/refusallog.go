@@ -38,7 +38,7 @@ type refusalLog struct {
 func (r *refusalLog) refused(ctx context.Context, e *RateLimitedError) {
 	now := r.clock.Mono()
 	r.mu.Lock()
-	r.flushLocked(ctx, now, false)
+	r.flushLocked(now, false)
 	if !r.running {
 		r.running, r.since = true, now
 		r.mu.Unlock()
@@ -64,24 +64,24 @@ func (r *refusalLog) refused(ctx context.Context, e *RateLimitedError) {
 
 // tick logs a summary that is due; the Sender calls it on admitted sends,
 // so a run that ends is summed up without waiting for the next refusal.
-func (r *refusalLog) tick(ctx context.Context) {
+func (r *refusalLog) tick() {
 	now := r.clock.Mono()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.running {
-		r.flushLocked(ctx, now, false)
+		r.flushLocked(now, false)
 	}
 }
 
 // flush logs what has not been logged yet, whatever the interval: the last
 // summary, at shutdown.
-func (r *refusalLog) flush(ctx context.Context) {
+func (r *refusalLog) flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.flushLocked(ctx, r.clock.Mono(), true)
+	r.flushLocked(r.clock.Mono(), true)
 }
 
-func (r *refusalLog) flushLocked(ctx context.Context, now time.Duration, final bool) {
+func (r *refusalLog) flushLocked(now time.Duration, final bool) {
 	if !r.running || (!final && now-r.since < r.interval) {
 		return
 	}
@@ -93,7 +93,9 @@ func (r *refusalLog) flushLocked(ctx context.Context, now time.Duration, final b
 	if final {
 		msg = "sends refused by throttle before shutdown"
 	}
-	r.logger.WarnContext(context.WithoutCancel(ctx), msg,
+	// Not ctx: a summary is of many requests, and must not carry the
+	// request id of the one that happened to trigger it.
+	r.logger.WarnContext(context.Background(), msg,
 		slog.Int("refused", r.total), slog.Int("per_minute_full", r.minute),
 		slog.Int("per_hour_full", r.hour), slog.Duration("over", now-r.since),
 		slog.Int("retry_after", r.retry))

@@ -90,7 +90,7 @@ func TestRefusalAfterQuietIntervalIsLoggedInFull(t *testing.T) {
 	e := &RateLimitedError{RetryAfter: time.Second, Violations: []Violation{{Window: "per-minute", Count: 1, Limit: 1}}}
 	r.refused(context.Background(), e)
 	clock.Advance(2 * time.Second)
-	r.tick(context.Background()) // nothing counted: the run ends silently
+	r.tick() // nothing counted: the run ends silently
 	r.refused(context.Background(), e)
 	if n := strings.Count(buf.String(), `"msg":"send refused by throttle"`); n != 2 {
 		t.Errorf("full refusal lines = %d, want 2:\n%s", n, buf.String())

@@ -157,7 +157,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 		}
 		return nil, err
 	}
-	s.refusals.tick(ctx)
+	s.refusals.tick()
 	if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
 		s.o.Logger.DebugContext(ctx, "send admitted by throttle",
 			slog.Int("minute_count", res.MinuteCount()), slog.Int("hour_count", res.HourCount()))
@@ -402,9 +402,11 @@ func (s *Sender) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.inFlight.Wait(); close(done) }()
+	// New sends are refused from here on: the refusals counted so far are
+	// all there will be. flush is a no-op on the second call.
+	defer s.refusals.flush()
 	select {
 	case <-done:
-		s.refusals.flush(ctx)
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("skuld: sends still in flight: %w", ctx.Err())
