@@ -107,7 +107,10 @@ func parseFlags(cmd string, args []string, stdout, stderr io.Writer) (overrides 
 		printUsage(stdout)
 		return nil, false, 0
 	case err != nil:
-		fmt.Fprintf(stderr, "nornweave %s: %v\n\n", cmd, err)
+		// flag words it "-prot" whichever way it was typed; the usage
+		// shows "--", so say it that way.
+		msg := strings.Replace(err.Error(), "flag provided but not defined: -", "unknown flag --", 1)
+		fmt.Fprintf(stderr, "nornweave %s: %s\n\n", cmd, msg)
 		printUsage(stderr)
 		return nil, false, 2
 	case fs.NArg() > 0:
