@@ -73,6 +73,11 @@ type Options struct {
 	// InstanceID names this server process in the idempotency keys it
 	// claims; nil: a new UUID.
 	InstanceID string
+	// Metrics is told every request and serves /metrics; nil: none.
+	Metrics Metrics
+	// MetricsAPIKey, when set, is required on /metrics (which is
+	// otherwise open, like /health).
+	MetricsAPIKey string
 }
 
 // API holds the handlers' dependencies.
@@ -106,6 +111,9 @@ func New(o Options) *Server {
 	if o.InstanceID == "" {
 		o.InstanceID = uuid.NewString()
 	}
+	if o.Metrics == nil {
+		o.Metrics = nopMetrics{}
+	}
 	a := &API{
 		Options:  o,
 		logger:   o.Logger,
@@ -119,7 +127,14 @@ func New(o Options) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler
 	e.JSONSerializer = jsonSerializer{}
+	// The routes are known once registered; the metrics middleware, which
+	// runs before any of them is matched, reads the set at request time.
+	routes := map[string]bool{}
+	e.Use(a.observe(routes))
 	a.middleware(e)
 	a.routes(e)
+	for _, r := range e.Routes() {
+		routes[r.Method+" "+r.Path] = true
+	}
 	return &Server{Echo: e, api: a}
 }

@@ -5,7 +5,12 @@ import "github.com/labstack/echo/v4"
 // routes is the whole API in one place.
 func (a *API) routes(e *echo.Echo) {
 	e.GET("/health", a.health)
+	e.HEAD("/health", a.health) // uptime checkers use HEAD
 	e.GET("/ready", a.ready)
+	e.HEAD("/ready", a.ready)
+	e.GET("/metrics", a.metrics)
+	e.GET("/openapi.json", a.openAPI)
+	e.GET("/docs", a.docs)
 
 	// The API key is checked by middleware for every /v1 path (see
 	// middleware): echo gives a group with middleware a catch-all route,

@@ -155,6 +155,30 @@ func Status(ctx context.Context, db *sql.DB, dialect string) (current, latest in
 	return current, latest, err
 }
 
+// Pending lists the migrations Apply would apply, by file name
+// ("sqlite/0002_idempotency.sql"), in order. It does not change the
+// database. A database newer than this binary is ErrSchemaTooNew, as in Apply.
+func Pending(ctx context.Context, db *sql.DB, dialect string) ([]string, error) {
+	current, latest, err := Status(ctx, db, dialect)
+	if err != nil {
+		return nil, err
+	}
+	if current > latest {
+		return nil, fmt.Errorf("migrations: database at version %d, this binary knows %d: %w", current, latest, ErrSchemaTooNew)
+	}
+	ms, err := load(dialect)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, m := range ms {
+		if m.version > current {
+			names = append(names, m.name)
+		}
+	}
+	return names, nil
+}
+
 // queryer is what currentVersion needs from a *sql.DB or a *sql.Tx.
 type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -46,7 +46,8 @@ type SendError struct {
 	// Err is the underlying error, for errors.Is and errors.As.
 	Err error
 
-	msg string
+	msg   string
+	cause string // set where the step that failed says it (TLS, AUTH); see Cause
 }
 
 // NewSendError returns a SendError with the given user-facing message; the
@@ -89,9 +90,10 @@ func connectError(err error) *SendError {
 
 // setupError reports a failed STARTTLS or AUTH step; what is the start of
 // the sentence, e.g. "authentication failed".
-func setupError(what string, err error) *SendError {
+func setupError(what, cause string, err error) *SendError {
 	code := replyCode(err)
 	return &SendError{
+		cause:     cause,
 		Code:      code,
 		Temporary: code/100 == 4,
 		Err:       err,

@@ -151,23 +151,23 @@ func (p *SMTP) dial(ctx context.Context) (*conn, error) {
 	if p.startTLS {
 		if ok, _ := c.Extension("STARTTLS"); !ok {
 			_ = c.Close()
-			return nil, &SendError{msg: "smtp: the SMTP server does not offer STARTTLS and SMTP_USE_TLS requires it; refusing to send in plain text"}
+			return nil, &SendError{cause: CauseTLS, msg: "smtp: the SMTP server does not offer STARTTLS and SMTP_USE_TLS requires it; refusing to send in plain text"}
 		}
 		if err := c.StartTLS(p.tlsConfig); err != nil {
 			_ = c.Close()
-			return nil, setupError("STARTTLS failed", err)
+			return nil, setupError("STARTTLS failed", CauseTLS, err)
 		}
 	}
 	if p.username != "" {
 		if ok, _ := c.Extension("AUTH"); !ok {
 			_ = c.Close()
-			return nil, &SendError{msg: "smtp: authentication failed: the SMTP server does not offer AUTH"}
+			return nil, &SendError{cause: CauseAuth, msg: "smtp: authentication failed: the SMTP server does not offer AUTH"}
 		}
 		auth := &plainOrLogin{user: p.username, pass: p.password, host: p.host,
 			allowUnencrypted: !p.startTLS && !p.implicitTLS}
 		if err := c.Auth(auth); err != nil {
 			_ = c.Close()
-			return nil, setupError("authentication failed", err)
+			return nil, setupError("authentication failed", CauseAuth, err)
 		}
 	}
 	return &conn{c: c}, nil

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nornweave/nornweave/core/address"
@@ -72,6 +73,11 @@ type Options struct {
 	// RetryBackoff is the first wait between attempts (default 500 ms); it
 	// doubles each time, with jitter, up to maxBackoff.
 	RetryBackoff time.Duration
+	// Observer is told every outcome, retry and refusal (nil: NopObserver).
+	Observer Observer
+	// RefusalLogInterval is how often a run of refusals by the throttle is
+	// summed up in the log (default DefaultRefusalLogInterval).
+	RefusalLogInterval time.Duration
 }
 
 // maxBackoff caps one wait between attempts.
@@ -81,11 +87,13 @@ const maxBackoff = 10 * time.Second
 // provider → record the outcome. It is safe for concurrent use; Shutdown
 // refuses new sends and waits for those in flight.
 type Sender struct {
-	o Options
+	o        Options
+	refusals *refusalLog
 
 	mu       sync.Mutex
 	closing  bool
 	inFlight sync.WaitGroup
+	running  atomic.Int64 // sends inside Send, for the shutdown report
 }
 
 // NewSender returns a Sender.
@@ -109,7 +117,13 @@ func NewSender(o Options) *Sender {
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 500 * time.Millisecond
 	}
-	return &Sender{o: o}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	if o.RefusalLogInterval <= 0 {
+		o.RefusalLogInterval = DefaultRefusalLogInterval
+	}
+	return &Sender{o: o, refusals: &refusalLog{logger: o.Logger, clock: o.Clock, interval: o.RefusalLogInterval}}
 }
 
 // Send sends one message. The returned row is the message as recorded: a
@@ -120,6 +134,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	if !s.enter() {
 		return nil, ErrShuttingDown
 	}
+	defer s.running.Add(-1)
 	defer s.inFlight.Done()
 
 	inbox, thread, parent, err := s.load(ctx, req)
@@ -139,13 +154,12 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	if err != nil {
 		var rl *RateLimitedError
 		if errors.As(err, &rl) {
-			s.o.Logger.WarnContext(ctx, "send refused by throttle",
-				slog.String("windows", strings.Join(rl.Windows(), "; ")),
-				slog.String("counts", violationCounts(rl)),
-				slog.Int("retry_after", rl.RetryAfterSeconds()))
+			s.o.Observer.Refused(rl.Windows())
+			s.refusals.refused(ctx, rl)
 		}
 		return nil, err
 	}
+	s.refusals.tick()
 	if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
 		s.o.Logger.DebugContext(ctx, "send admitted by throttle",
 			slog.Int("minute_count", res.MinuteCount()), slog.Int("hour_count", res.HourCount()))
@@ -213,6 +227,7 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 		if s.o.Clock.Mono()+wait-b.reserved > s.o.RetryDeadline {
 			break
 		}
+		s.o.Observer.Retried(s.o.Provider.Name())
 		s.o.Logger.WarnContext(ctx, "provider failed temporarily, retrying", slog.String("message_id", m.ID),
 			slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.Any("error", sendErr))
 		time.Sleep(wait)
@@ -224,6 +239,7 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 	case sendErr == nil:
 		res.Commit(s.o.Clock.Mono())
 		out = store.Outcome{Status: store.StatusSent, ProviderMessageID: &providerID, SentAt: &now, CountedAt: &now}
+		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeSent)
 		s.o.Logger.InfoContext(ctx, "message sent", slog.String("message_id", m.ID),
 			slog.String("provider", s.o.Provider.Name()))
 	case deliveryUnknown(sendErr):
@@ -231,14 +247,20 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 		res.Commit(s.o.Clock.Mono())
 		msg := userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg, CountedAt: &now}
+		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeUnknown)
 		s.o.Logger.WarnContext(ctx, "provider outcome unknown; counted as sent", slog.String("message_id", m.ID),
-			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
+			slog.String("provider", s.o.Provider.Name()), slog.String("cause", providers.Cause(sendErr)),
+			slog.Any("error", sendErr))
 	default:
 		res.Release()
 		msg := userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg}
-		s.o.Logger.WarnContext(ctx, "provider refused message", slog.String("message_id", m.ID),
-			slog.String("provider", s.o.Provider.Name()), slog.Any("error", sendErr))
+		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeFailed)
+		// Worded by cause: "refused" only when the server answered no.
+		cause := providers.Cause(sendErr)
+		s.o.Logger.WarnContext(ctx, "provider send failed: "+providers.DescribeCause(cause),
+			slog.String("message_id", m.ID), slog.String("provider", s.o.Provider.Name()),
+			slog.String("cause", cause), slog.Any("error", sendErr))
 	}
 	m.Status, m.ProviderMessageID, m.Error, m.SentAt = out.Status, out.ProviderMessageID, out.Error, out.SentAt
 	if err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out); err != nil {
@@ -259,6 +281,17 @@ func (s *Sender) attempt(ctx context.Context, pm providers.Message, timeout time
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := s.o.Clock.Mono()
+	defer func() {
+		outcome := OutcomeSent
+		switch {
+		case err != nil && deliveryUnknown(err):
+			outcome = OutcomeUnknown
+		case err != nil:
+			outcome = OutcomeFailed
+		}
+		s.o.Observer.ProviderCall(s.o.Provider.Name(), outcome, s.o.Clock.Mono()-start)
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			s.o.Logger.ErrorContext(ctx, "provider panicked", slog.String("provider", s.o.Provider.Name()),
@@ -362,8 +395,12 @@ func (s *Sender) enter() bool {
 		return false
 	}
 	s.inFlight.Add(1)
+	s.running.Add(1)
 	return true
 }
+
+// InFlight returns the number of sends under way.
+func (s *Sender) InFlight() int { return int(s.running.Load()) }
 
 // Shutdown refuses new sends and waits until every send in flight has been
 // recorded, or ctx ends. It is safe to call more than once.
@@ -373,6 +410,9 @@ func (s *Sender) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.inFlight.Wait(); close(done) }()
+	// New sends are refused from here on: the refusals counted so far are
+	// all there will be. flush is a no-op on the second call.
+	defer s.refusals.flush()
 	select {
 	case <-done:
 		return nil

@@ -151,8 +151,19 @@ func openSQLite(path string) (*sql.DB, error) {
 	}
 	if path != ":memory:" {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-			return nil, fmt.Errorf("store: create sqlite directory: %w", err)
+			return nil, fmt.Errorf("store: sqlite database %s: cannot create its directory: %w", path, err)
 		}
+		// SQLite reports an unwritable file as "out of memory (14)"; open
+		// it ourselves first so the error names the path and the reason.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("store: sqlite database %s: cannot open for writing: %w", path, err)
+		}
+		f.Close()
 	}
 	// The path becomes a file: URI, in which these three characters would
 	// start a query, a fragment or an escape.
@@ -189,6 +200,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// PendingMigrations lists the migrations Migrate would apply, without
+// applying them; see migrations.Pending.
+func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
+	names, err := migrations.Pending(ctx, s.sqlDB, s.driver)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending migrations: %w", err)
+	}
+	return names, nil
+}
+
+// ErrSchemaNotCurrent is Ready's answer when the database answers but its
+// schema is not the one this binary expects.
+var ErrSchemaNotCurrent = errors.New("store: schema is not current")
+
 // Ready reports whether the database answers and its schema is the one this
 // binary expects. It backs GET /ready.
 func (s *Store) Ready(ctx context.Context) error {
@@ -200,7 +225,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		return fmt.Errorf("store: schema status: %w", err)
 	}
 	if current != latest {
-		return fmt.Errorf("store: schema is at version %d, want %d", current, latest)
+		return fmt.Errorf("%w: at version %d, want %d", ErrSchemaNotCurrent, current, latest)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -235,4 +236,24 @@ func countRows(t *testing.T, s *Store, query string, args ...any) int64 {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// An unwritable SQLite location is reported with the path and the reason,
+// not as SQLite's "out of memory (14)". Tests run as root here, so the
+// unwritable places are a directory and a path under a regular file.
+func TestOpenSQLiteNamesUnwritablePath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, reason string }{
+		{dir, "is a directory"},
+		{filepath.Join(file, "nw.db"), "not a directory"},
+	} {
+		_, err := Open(context.Background(), Options{Driver: DriverSQLite, DSN: tt.path})
+		if err == nil || !strings.Contains(err.Error(), tt.path) || !strings.Contains(err.Error(), tt.reason) {
+			t.Errorf("Open(%q) = %v, want the path and %q", tt.path, err, tt.reason)
+		}
+	}
 }

@@ -109,6 +109,7 @@ func (s *server) do(t testing.TB, method, path string, body any, headers ...stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkResponse(t, req, res.StatusCode, res.Header, b) // against openapi.json
 	return response{Status: res.StatusCode, Header: res.Header, Body: b}
 }
 

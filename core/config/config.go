@@ -6,15 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
+	"regexp/syntax"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/joho/godotenv"
-	"github.com/kelseyhightower/envconfig"
 )
 
 // Config is every setting of the server. Variable names are those of the
@@ -87,6 +89,10 @@ type Config struct {
 	// AuthFailureLimit is how many failed API key attempts one client
 	// address may make in 15 minutes before it gets 429; 0 = no limit.
 	AuthFailureLimit int `envconfig:"AUTH_FAILURE_LIMIT" default:"10"`
+	// What the server tells operators (issue 9): the log line format, and
+	// the key that guards /metrics (empty: open, like /health).
+	LogFormat     string `envconfig:"LOG_FORMAT" default:"json"`
+	MetricsAPIKey string `envconfig:"METRICS_API_KEY"`
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -100,23 +106,17 @@ var providers = map[string]bool{"demo": true, "smtp": true, "imap-smtp": true,
 
 // Load reads dotenvPath (if it exists) into the environment without
 // overriding variables already set, then the environment into a Config.
-// It does not validate: call Validate.
-func Load(dotenvPath string) (Config, error) {
-	var c Config
-	if dotenvPath != "" {
-		if err := godotenv.Load(dotenvPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return c, fmt.Errorf("config: read %s: %w", dotenvPath, err)
-		}
+// It does not validate: call Validate. See LoadWith.
+func Load(dotenvPath string) (Config, error) { return LoadWith(dotenvPath, nil) }
+
+func readDotenv(path string) error {
+	if path == "" {
+		return nil
 	}
-	if err := envconfig.Process("", &c); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return c, fmt.Errorf("config: %s: cannot parse %q as %s", pe.KeyName, pe.Value, pe.TypeName)
-		}
-		return c, fmt.Errorf("config: %w", err)
+	if err := godotenv.Load(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s: cannot read: %w", path, err)
 	}
-	c.normalize()
-	return c, nil
+	return nil
 }
 
 func (c *Config) normalize() {
@@ -130,6 +130,7 @@ func (c *Config) normalize() {
 	}
 	c.Environment = strings.ToLower(strings.TrimSpace(c.Environment))
 	c.LogLevel = strings.ToLower(strings.TrimSpace(c.LogLevel))
+	c.LogFormat = strings.ToLower(strings.TrimSpace(c.LogFormat))
 	c.EmailDomain = strings.ToLower(strings.TrimSpace(c.EmailDomain))
 }
 
@@ -145,6 +146,8 @@ func (c Config) Validate() error {
 	case "postgres":
 		if c.DatabaseURL == "" {
 			bad("DATABASE_URL", "is required when DB_DRIVER=postgres")
+		} else if err := checkPostgresURL(c.PostgresURL()); err != nil {
+			bad("DATABASE_URL", "%v", err)
 		}
 	default:
 		bad("DB_DRIVER", "unknown driver %q (want sqlite or postgres)", c.DBDriver)
@@ -154,6 +157,9 @@ func (c Config) Validate() error {
 	}
 	for _, m := range c.missingCredentials() {
 		bad(m, "is required when EMAIL_PROVIDER=%s", c.EmailProvider)
+	}
+	if c.EmailProvider == "smtp" && c.SMTPPassword != "" && c.SMTPUsername == "" {
+		bad("SMTP_USERNAME", "is required when SMTP_PASSWORD is set")
 	}
 	errs = append(errs, c.validateHostedProviders()...)
 	switch c.Environment {
@@ -170,6 +176,14 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.SlogLevel(); err != nil {
 		bad("LOG_LEVEL", "%v", err)
+	}
+	switch c.LogFormat {
+	case "json", "text", "":
+	default:
+		bad("LOG_FORMAT", "unknown format %q (want json or text)", c.LogFormat)
+	}
+	if err := checkHost(c.Host); err != nil {
+		bad("HOST", "%v", err)
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		bad("PORT", "%d is not a TCP port", c.Port)
@@ -216,12 +230,69 @@ func (c Config) Validate() error {
 		{"OUTBOUND_DOMAIN_BLOCKLIST", c.OutboundDomainBlocklist},
 	} {
 		for _, p := range SplitList(l.value) {
-			if _, err := regexp.Compile("(?i)^(?:" + p + ")$"); err != nil {
-				bad(l.name, "invalid pattern %q: %v", p, err)
+			// Compiled alone for the message, so the user sees the pattern
+			// as written, not wrapped in the anchors the filter adds.
+			if _, err := regexp.Compile(p); err != nil {
+				bad(l.name, "invalid pattern %q: %s", p, regexpReason(err))
+			} else if _, err := regexp.Compile("(?i)^(?:" + p + ")$"); err != nil {
+				bad(l.name, "invalid pattern %q", p)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// regexpReason is the regexp error without its echo of the pattern.
+func regexpReason(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return se.Code.String()
+	}
+	return err.Error()
+}
+
+// checkPostgresURL accepts a postgres:// URL with a host, or pgx's
+// "host=... dbname=..." keyword form. The message never repeats the value,
+// which may hold a password.
+func checkPostgresURL(s string) error {
+	if !strings.Contains(s, "://") {
+		if strings.Contains(s, "=") {
+			return nil
+		}
+		return errors.New("want a URL such as postgres://user:password@host:5432/db or host=... dbname=... keywords")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("is not a valid URL (check that special characters in the password are percent-encoded)")
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("scheme %q is not postgres:// or postgresql://", u.Scheme)
+	}
+	if u.Host == "" && u.Query().Get("host") == "" {
+		return errors.New("names no host")
+	}
+	return nil
+}
+
+// checkHost accepts an IP address or a host name to listen on.
+func checkHost(h string) error {
+	if h == "" {
+		return nil // every interface
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return nil
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("%q is not an IP address or host name", h)
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return fmt.Errorf("%q is not an IP address or host name", h)
+			}
+		}
+	}
+	return nil
 }
 
 // missingCredentials names the variables the chosen provider needs but lacks.
@@ -330,7 +401,7 @@ func IsLoopback(host string) bool {
 
 // Addr is the listen address.
 func (c Config) Addr() string {
-	return fmt.Sprintf("%s:%d", c.Host, c.Port)
+	return net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
 }
 
 // SplitList splits a comma-separated variable, trimming spaces and dropping

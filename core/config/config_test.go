@@ -199,3 +199,100 @@ func unsetenv(t *testing.T, keys ...string) {
 		os.Unsetenv(k)
 	}
 }
+
+func TestValidateListsEveryProblemAtOnce(t *testing.T) {
+	c := valid()
+	c.Port, c.Host, c.EmailProvider = 70000, "not a host", "smtp"
+	c.DBDriver, c.DatabaseURL = "postgres", "mysql://db/x"
+	c.OutboundDomainBlocklist = "ok\\.com, (bad"
+	c.LogFormat = "xml"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil, want every problem")
+	}
+	for _, w := range []string{"PORT:", "HOST:", "SMTP_HOST: is required when EMAIL_PROVIDER=smtp",
+		`DATABASE_URL: scheme "mysql"`, `OUTBOUND_DOMAIN_BLOCKLIST: invalid pattern "(bad": missing closing )`,
+		`LOG_FORMAT: unknown format "xml"`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Validate() = %q, want it to contain %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "(?i)") {
+		t.Errorf("Validate() = %q shows the wrapped pattern, want it as written", err)
+	}
+}
+
+func TestLoadListsEveryUnparsableVariable(t *testing.T) {
+	t.Setenv("PORT", "eighty")
+	t.Setenv("SMTP_USE_TLS", "maybe")
+	t.Setenv("SMTP_TIMEOUT", "15")
+	c, err := Load("")
+	if err == nil {
+		t.Fatal("Load() = nil, want errors")
+	}
+	for _, w := range []string{`PORT: cannot parse "eighty" as an integer`, `SMTP_USE_TLS: cannot parse "maybe" as a boolean`,
+		`SMTP_TIMEOUT: cannot parse "15" as a duration`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Load() = %q, want it to contain %q", err, w)
+		}
+	}
+	if c.Port != 8000 || c.SMTPTimeout != 15*time.Second {
+		t.Errorf("bad values did not fall back to their defaults: port %d, smtp timeout %s", c.Port, c.SMTPTimeout)
+	}
+}
+
+func TestLoadWithOverridesWinOverTheEnvironment(t *testing.T) {
+	t.Setenv("PORT", "8123")
+	c, err := LoadWith("", map[string]string{"PORT": "9000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 9000 {
+		t.Errorf("PORT = %d, want 9000 from the override", c.Port)
+	}
+}
+
+func TestVarsCoverEveryField(t *testing.T) {
+	vars := Vars()
+	seen := map[string]bool{}
+	for _, v := range vars {
+		if seen[v.Flag()] {
+			t.Errorf("flag %s twice", v.Flag())
+		}
+		seen[v.Flag()] = true
+	}
+	for _, w := range []string{"port", "smtp-use-tls", "log-format", "metrics-api-key", "global-send-rate-limit-per-minute"} {
+		if !seen[w] {
+			t.Errorf("no flag %s", w)
+		}
+	}
+}
+
+// .env.example lists every variable with its default, so it cannot fall
+// behind the Config struct.
+func TestEnvExampleListsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range Vars() {
+		if want := "#" + v.Name + "=" + v.Default + "\n"; !strings.Contains(string(b), want) {
+			t.Errorf(".env.example lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
+
+func TestEmptyVariableMeansItsDefault(t *testing.T) {
+	t.Setenv("PORT", "")
+	t.Setenv("SMTP_USE_TLS", " ")
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 8000 || !c.SMTPUseTLS {
+		t.Errorf("PORT=%d SMTP_USE_TLS=%t, want the defaults 8000 and true", c.Port, c.SMTPUseTLS)
+	}
+	if got := (Config{Host: "::1", Port: 80}).Addr(); got != "[::1]:80" {
+		t.Errorf("Addr() = %q, want [::1]:80", got)
+	}
+}

@@ -25,7 +25,17 @@ func RequestID(ctx context.Context) string {
 // New returns a JSON logger at level writing to w whose lines carry the
 // request id of the context they are logged with (the *Context methods).
 func New(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(contextHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
+	return NewFormat(w, level, "json")
+}
+
+// NewFormat is New in the given format: "text" writes slog's key=value
+// lines, for a person at a terminal; anything else JSON, for a collector.
+func NewFormat(w io.Writer, level slog.Leveler, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.New(contextHandler{slog.NewTextHandler(w, opts)})
+	}
+	return slog.New(contextHandler{slog.NewJSONHandler(w, opts)})
 }
 
 // contextHandler adds request_id from the record's context.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
@@ -35,6 +36,8 @@ type App struct {
 	sender   *skuld.Sender
 	clock    skuld.Clock
 	api      *api.Server
+	version  string
+	metrics  *metrics.Metrics
 }
 
 // provider is what the app needs of a provider beyond sending.
@@ -45,13 +48,18 @@ type provider interface {
 
 // New opens the database, applies migrations, restores the throttle from
 // the sends of the last hour, and builds the provider, the send pipeline and
-// the HTTP handler. cfg must have passed Validate.
-func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, error) {
-	a := &App{cfg: cfg, logger: logger, clock: skuld.NewSystemClock()}
-	if cfg.EmailProvider == "demo" && cfg.EmailDomain == "" {
+// the HTTP handler. cfg must have passed Validate. version is reported in
+// the start-up line and the build_info metric.
+func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version string) (*App, error) {
+	a := &App{cfg: cfg, logger: logger, clock: skuld.NewSystemClock(), version: version}
+	switch {
+	case cfg.EmailProvider == "demo" && cfg.EmailDomain == "":
 		a.cfg.EmailDomain = DemoEmailDomain
 		logger.Info("EMAIL_DOMAIN not set; the demo provider uses a reserved domain",
 			slog.String("email_domain", DemoEmailDomain))
+	case cfg.EmailDomain == "":
+		logger.Warn("EMAIL_DOMAIN is not set: POST /v1/inboxes will answer 422 until it is; "+
+			"set it to the domain your provider sends from", slog.String("provider", cfg.EmailProvider))
 	}
 	st, err := OpenStore(ctx, cfg, logger)
 	if err != nil {
@@ -77,8 +85,9 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		a.closeAll()
 		return nil, err
 	}
+	a.metrics = metrics.New(version, a.limiter, a.clock)
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Limiter: a.limiter,
-		Filter: filter, Logger: logger, Clock: a.clock,
+		Filter: filter, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, RetryDeadline: cfg.SendRetryDeadline})
 	a.api = api.New(api.Options{
 		Store: st, Sender: a.sender, Limiter: a.limiter, Logger: logger,
@@ -87,6 +96,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
 		AttachmentMaxCount:     cfg.AttachmentMaxCount,
 		Clock:                  a.clock,
+		Metrics:                a.metrics,
+		MetricsAPIKey:          cfg.MetricsAPIKey,
 	})
 	return a, nil
 }
@@ -165,8 +176,7 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
-	a.logger.Info("listening", slog.String("addr", l.Addr().String()),
-		slog.String("db_driver", a.cfg.DBDriver), slog.String("provider", a.cfg.EmailProvider))
+	a.logger.Info("nornweave started", a.startAttrs(l.Addr().String())...)
 
 	var serveErr error
 	select {
@@ -174,15 +184,21 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	case <-ctx.Done():
 		a.logger.Info("shutting down: finishing in-flight requests")
 	}
+	start := time.Now()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
 	defer cancel()
 	a.api.Drain()
+	sending := a.sender.InFlight()
 	drainErr := a.sender.Shutdown(shutdownCtx)
 	a.logger.Info("sends drained; closing the listener")
 	err := errors.Join(drainErr, srv.Shutdown(shutdownCtx), a.Close(shutdownCtx))
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(serveErr, err)
 	}
+	abandoned := a.sender.InFlight()
+	a.logger.Info("nornweave stopped", slog.Int("sends_in_flight_at_shutdown", sending),
+		slog.Int("sends_drained", sending-abandoned), slog.Int("sends_abandoned", abandoned),
+		slog.Duration("took", time.Since(start)), slog.Bool("clean", err == nil))
 	return err
 }
 

@@ -54,7 +54,7 @@ func Start(tb testing.TB, cfg config.Config) *Server {
 	if err := cfg.Validate(); err != nil {
 		tb.Fatalf("test configuration invalid: %v", err)
 	}
-	a, err := app.New(context.Background(), cfg, logging.New(LogWriter{tb}, slog.LevelWarn))
+	a, err := app.New(context.Background(), cfg, logging.New(LogWriter{tb}, slog.LevelWarn), "test")
 	if err != nil {
 		tb.Fatalf("app.New: %v", err)
 	}

@@ -1,0 +1,42 @@
+package skuld
+
+import "time"
+
+// Outcomes of a send, as an Observer is told them.
+const (
+	OutcomeSent    = "sent"    // the provider accepted the message
+	OutcomeFailed  = "failed"  // it certainly did not go out
+	OutcomeUnknown = "unknown" // it was handed over and no verdict came back
+)
+
+// Observer is told what the send pipeline does, so that it can be counted
+// (internal/metrics implements it with Prometheus) without skuld knowing
+// how. Its methods are called from many goroutines at once and must be
+// quick; they must not block a send.
+type Observer interface {
+	// ProviderCall reports one provider attempt: its outcome and how long
+	// the provider took. A send that is retried makes several calls.
+	ProviderCall(provider, outcome string, d time.Duration)
+	// SendFinished reports a send's final outcome, once per admitted send.
+	SendFinished(provider, outcome string)
+	// Retried reports a retry after a temporary failure.
+	Retried(provider string)
+	// Refused reports a send refused by the throttle, with the full
+	// windows ("per-minute", "per-hour").
+	Refused(windows []string)
+}
+
+// NopObserver observes nothing; it is the default.
+type NopObserver struct{}
+
+// ProviderCall implements Observer.
+func (NopObserver) ProviderCall(string, string, time.Duration) {}
+
+// SendFinished implements Observer.
+func (NopObserver) SendFinished(string, string) {}
+
+// Retried implements Observer.
+func (NopObserver) Retried(string) {}
+
+// Refused implements Observer.
+func (NopObserver) Refused([]string) {}

@@ -1,0 +1,159 @@
+package tests
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/nornweave/nornweave/api"
+	"github.com/nornweave/nornweave/core/config"
+)
+
+// The OpenAPI document, loaded once and checked against the 3.1 schema
+// rules; every response `do` receives is validated against it.
+var (
+	specOnce   sync.Once
+	specRouter routers.Router
+	specErr    error
+)
+
+func openAPIRouter(t testing.TB) routers.Router {
+	t.Helper()
+	specOnce.Do(func() {
+		// /docs is text/html, which the validator has no decoder for.
+		openapi3filter.RegisterBodyDecoder("text/html", func(r io.Reader, _ http.Header, _ *openapi3.SchemaRef,
+			_ openapi3filter.EncodingFn) (any, error) {
+			b, err := io.ReadAll(r)
+			return string(b), err
+		})
+		loader := openapi3.NewLoader()
+		doc, err := loader.LoadFromData(api.OpenAPIDocument)
+		if err != nil {
+			specErr = err
+			return
+		}
+		if specErr = doc.Validate(context.Background()); specErr != nil {
+			return
+		}
+		// No servers in the document: the legacy router matches paths on
+		// any host, which is what a test server on a random port needs.
+		specRouter, specErr = legacy.NewRouter(doc)
+	})
+	if specErr != nil {
+		t.Fatalf("openapi.json: %v", specErr)
+	}
+	return specRouter
+}
+
+// checkResponse validates a response against the document: its status must
+// be documented for the operation, and its body and headers must match.
+// Requests to routes the document does not have (404 probes of unknown
+// paths, 405s) are skipped: the parity test in api/ covers the routes.
+func checkResponse(t testing.TB, req *http.Request, status int, header http.Header, body []byte) {
+	t.Helper()
+	if req.Method == http.MethodOptions || status == http.StatusMethodNotAllowed {
+		return
+	}
+	// The document's paths have no trailing slash; the server tolerates one.
+	if p := req.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+		req = req.Clone(req.Context())
+		req.URL.Path = strings.TrimSuffix(p, "/")
+	}
+	route, params, err := openAPIRouter(t).FindRoute(req)
+	if err != nil {
+		return
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 status,
+		Header:                 header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if req.Method == http.MethodHead {
+		in.Options.ExcludeResponseBody = true
+	}
+	in.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+		t.Errorf("%s %s → %d does not match openapi.json: %v\nbody: %s", req.Method, req.URL.Path, status, err, body)
+	}
+}
+
+// Each route's success and its main error, validated against the document
+// (do validates every response; this makes sure each route is met).
+func TestEveryRouteConformsToOpenAPI(t *testing.T) {
+	s := startDefault(t, "sqlite", func(c *config.Config) {
+		c.APIKey, c.SendRateLimitPerMinute = "key", 1
+	})
+	k := []string{"X-API-Key", "key"}
+	mustStatus(t, s.do(t, "GET", "/health", nil), 200)
+	mustStatus(t, s.do(t, "HEAD", "/health", nil), 200)
+	mustStatus(t, s.do(t, "GET", "/ready", nil), 200)
+	mustStatus(t, s.do(t, "HEAD", "/ready", nil), 200)
+	mustStatus(t, s.do(t, "GET", "/metrics", nil), 200)
+	mustStatus(t, s.do(t, "GET", "/openapi.json", nil), 200)
+	mustStatus(t, s.do(t, "GET", "/docs", nil), 200)
+
+	mustStatus(t, s.do(t, "GET", "/v1/inboxes", nil), 401)
+	inbox := s.createInbox(t, "support", k...)
+	mustStatus(t, s.do(t, "POST", "/v1/inboxes", map[string]any{"name": "S", "email_username": "support"}, k...), 409)
+	mustStatus(t, s.do(t, "POST", "/v1/inboxes", map[string]any{"name": ""}, k...), 422)
+	mustStatus(t, s.do(t, "GET", "/v1/inboxes", nil, k...), 200)
+	mustStatus(t, s.do(t, "GET", "/v1/inboxes/"+inbox, nil, k...), 200)
+	mustStatus(t, s.do(t, "GET", "/v1/inboxes/nonexistent-inbox-id", nil, k...), 404)
+
+	send := map[string]any{"inbox_id": inbox, "to": []string{"bob@customer.test"}, "subject": "Hi", "body": "**x**",
+		"cc": []string{"c@customer.test"}, "reply_to": []string{"help@acme.test"}, "html": "<p>x</p>",
+		"attachments": []map[string]any{{"filename": "a.txt", "content_type": "text/plain", "content_base64": "aGk="}}}
+	r := s.do(t, "POST", "/v1/messages", send, append(k, "Idempotency-Key", "k1")...)
+	mustStatus(t, r, 201)
+	msg := r.JSON(t)
+	r = s.do(t, "POST", "/v1/messages", send, append(k, "Idempotency-Key", "k1")...)
+	if mustStatus(t, r, 201); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay lacks Idempotent-Replayed")
+	}
+	mustStatus(t, s.do(t, "POST", "/v1/messages", send, k...), 429)
+	mustStatus(t, s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox}, k...), 422)
+	mustStatus(t, s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": "nope", "to": []string{"a@b.test"},
+		"subject": "s", "body": ""}, k...), 404)
+
+	thread := msg["thread_id"].(string)
+	mustStatus(t, s.do(t, "GET", "/v1/threads?inbox_id="+inbox, nil, k...), 200)
+	mustStatus(t, s.do(t, "GET", "/v1/threads", nil, k...), 422)
+	mustStatus(t, s.do(t, "GET", "/v1/threads/"+thread, nil, k...), 200)
+	mustStatus(t, s.do(t, "GET", "/v1/threads/nope", nil, k...), 404)
+	mustStatus(t, s.do(t, "GET", "/v1/messages?inbox_id="+inbox, nil, k...), 200)
+	mustStatus(t, s.do(t, "GET", "/v1/messages", nil, k...), 422)
+	mustStatus(t, s.do(t, "GET", "/v1/messages/"+msg["id"].(string), nil, k...), 200)
+	mustStatus(t, s.do(t, "GET", "/v1/messages/nope", nil, k...), 404)
+	mustStatus(t, s.do(t, "GET", "/v1/rate-limit", nil, k...), 200)
+	mustStatus(t, s.do(t, "POST", "/v1/search", map[string]any{"query": "Hi", "inbox_id": inbox}, k...), 200)
+	mustStatus(t, s.do(t, "POST", "/v1/search", map[string]any{"query": ""}, k...), 422)
+	mustStatus(t, s.do(t, "DELETE", "/v1/inboxes/"+inbox, nil, k...), 204)
+	mustStatus(t, s.do(t, "DELETE", "/v1/inboxes/"+inbox, nil, k...), 404)
+}
+
+// The validator itself must catch a response that breaks the document.
+func TestCheckResponseCatchesAMismatch(t *testing.T) {
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:1/health", nil)
+	ft := &fakeT{TB: t}
+	checkResponse(ft, req, 200, http.Header{"Content-Type": {"application/json"}}, []byte(`{"status":"down"}`))
+	if !ft.failed {
+		t.Error(`{"status":"down"} passed as a /health response`)
+	}
+}
+
+type fakeT struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fakeT) Errorf(string, ...any) { f.failed = true }
+func (f *fakeT) Helper()               {}
