@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
@@ -25,6 +26,7 @@ type Store interface {
 	ThreadMessages(ctx context.Context, threadID string) ([]store.Message, error)
 	Message(ctx context.Context, id string) (*store.Message, error)
 	Messages(ctx context.Context, f store.MessageFilter) ([]store.Message, int64, error)
+	MessageBodies(ctx context.Context, ids []string, withHTML bool) (map[string]store.Bodies, error)
 	Ready(ctx context.Context) error
 }
 
@@ -56,7 +58,18 @@ type Options struct {
 	AttachmentMaxSize      int64
 	AttachmentMaxTotalSize int64
 	AttachmentMaxCount     int
-	Now                    func() time.Time
+	// BodyMaxSize and HTMLMaxSize cap a send's body and html, in bytes;
+	// 0 means 1 MiB and 2 MiB.
+	BodyMaxSize int64
+	HTMLMaxSize int64
+	// RequestsInFlight caps the bytes of large request bodies being
+	// processed at once; 0 means 128 MiB. It is raised to the request size
+	// limit if smaller, so that the largest request can always run.
+	RequestsInFlight int64
+	// SearchTimeout bounds one search (POST /v1/search, GET /v1/messages?q=);
+	// 0 means 10 s.
+	SearchTimeout time.Duration
+	Now           func() time.Time
 }
 
 // API holds the handlers' dependencies.
@@ -64,6 +77,7 @@ type API struct {
 	Options
 	logger    *slog.Logger
 	bodyLimit int64
+	inflight  *semaphore.Weighted
 }
 
 // New returns the HTTP handler of the whole API.
@@ -74,13 +88,10 @@ func New(o Options) *echo.Echo {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	a := &API{
-		Options: o,
-		logger:  o.Logger,
-		// Base64 makes attachments a third larger; leave room for the rest
-		// of the JSON (body, html, addresses).
-		bodyLimit: o.AttachmentMaxTotalSize*4/3 + 4<<20,
-	}
+	o = withLimitDefaults(o)
+	a := &API{Options: o, logger: o.Logger, bodyLimit: requestLimit(o)}
+	a.RequestsInFlight = max(a.RequestsInFlight, a.bodyLimit)
+	a.inflight = semaphore.NewWeighted(a.RequestsInFlight)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler

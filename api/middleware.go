@@ -41,6 +41,7 @@ func (a *API) middleware(e *echo.Echo) {
 		}))
 	}
 	e.Use(middleware.BodyLimit(strconv.FormatInt(a.bodyLimit, 10) + "B"))
+	e.Use(a.limitInFlight)
 }
 
 // requestID gives every request an id: the client's X-Request-Id when it is

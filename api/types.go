@@ -141,18 +141,6 @@ type searchItem struct {
 	Metadata     map[string]any `json:"metadata"`
 }
 
-type searchResponse struct {
-	Items []searchItem `json:"items"`
-	Count int          `json:"count"`
-	Query string       `json:"query"`
-}
-
-type messageList struct {
-	Items []messageResponse `json:"items"`
-	Count int               `json:"count"`
-	Total int64             `json:"total"`
-}
-
 // windowResponse is one throttle window; an unlimited window has limit 0
 // and null counters.
 type windowResponse struct {

@@ -53,6 +53,15 @@ type Config struct {
 	AttachmentMaxSizeMB      int `envconfig:"ATTACHMENT_MAX_SIZE_MB" default:"25"`
 	AttachmentMaxTotalSizeMB int `envconfig:"ATTACHMENT_MAX_TOTAL_SIZE_MB" default:"35"`
 	AttachmentMaxCount       int `envconfig:"ATTACHMENT_MAX_COUNT" default:"20"`
+
+	// BodyMaxSizeMB and HTMLMaxSizeMB cap a send's Markdown body and its
+	// html; RequestsInFlightMB caps the request bytes all sends being
+	// processed hold at once (at least one largest request is always let
+	// through); SearchTimeoutSeconds bounds one search.
+	BodyMaxSizeMB        int `envconfig:"BODY_MAX_SIZE_MB" default:"1"`
+	HTMLMaxSizeMB        int `envconfig:"HTML_MAX_SIZE_MB" default:"2"`
+	RequestsInFlightMB   int `envconfig:"REQUESTS_IN_FLIGHT_MB" default:"128"`
+	SearchTimeoutSeconds int `envconfig:"SEARCH_TIMEOUT_SECONDS" default:"10"`
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -152,6 +161,10 @@ func (c Config) Validate() error {
 		{"ATTACHMENT_MAX_SIZE_MB", c.AttachmentMaxSizeMB, 1},
 		{"ATTACHMENT_MAX_TOTAL_SIZE_MB", c.AttachmentMaxTotalSizeMB, 1},
 		{"ATTACHMENT_MAX_COUNT", c.AttachmentMaxCount, 0},
+		{"BODY_MAX_SIZE_MB", c.BodyMaxSizeMB, 1},
+		{"HTML_MAX_SIZE_MB", c.HTMLMaxSizeMB, 1},
+		{"REQUESTS_IN_FLIGHT_MB", c.RequestsInFlightMB, 1},
+		{"SEARCH_TIMEOUT_SECONDS", c.SearchTimeoutSeconds, 1},
 	} {
 		if v.n < v.min {
 			bad(v.name, "must be at least %d, got %d", v.min, v.n)

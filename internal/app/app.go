@@ -83,6 +83,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
 		AttachmentMaxCount:     cfg.AttachmentMaxCount,
+		BodyMaxSize:            int64(cfg.BodyMaxSizeMB) << 20,
+		HTMLMaxSize:            int64(cfg.HTMLMaxSizeMB) << 20,
+		RequestsInFlight:       int64(cfg.RequestsInFlightMB) << 20,
+		SearchTimeout:          time.Duration(cfg.SearchTimeoutSeconds) * time.Second,
 	})
 	return a, nil
 }
@@ -154,8 +158,12 @@ func (a *App) Handler() http.Handler { return a.handler }
 // accepting, let in-flight requests (and so in-flight sends) finish and be
 // recorded, then close the provider and the database.
 func (a *App) Serve(ctx context.Context, l net.Listener) error {
+	// WriteTimeout runs from the end of the request's headers, so it covers
+	// reading the body (ReadTimeout), a send, and writing the answer; a
+	// client that stops reading cannot hold a response (and its memory)
+	// forever.
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+		ReadTimeout: 2 * time.Minute, WriteTimeout: 3 * time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
