@@ -63,7 +63,7 @@ type Options struct {
 	BodyMaxSize int64
 	HTMLMaxSize int64
 	// RequestsInFlight caps the bytes of large request bodies being
-	// processed at once; 0 means 128 MiB. It is raised to the request size
+	// processed at once; 0 means 64 MiB. It is raised to the request size
 	// limit if smaller, so that the largest request can always run.
 	RequestsInFlight int64
 	// SearchTimeout bounds one search (POST /v1/search, GET /v1/messages?q=);

@@ -15,7 +15,7 @@ import (
 const (
 	defaultBodyMaxSize      = 1 << 20
 	defaultHTMLMaxSize      = 2 << 20
-	defaultRequestsInFlight = 128 << 20
+	defaultRequestsInFlight = 64 << 20
 	defaultSearchTimeout    = 10 * time.Second
 )
 

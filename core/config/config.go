@@ -60,7 +60,7 @@ type Config struct {
 	// through); SearchTimeoutSeconds bounds one search.
 	BodyMaxSizeMB        int `envconfig:"BODY_MAX_SIZE_MB" default:"1"`
 	HTMLMaxSizeMB        int `envconfig:"HTML_MAX_SIZE_MB" default:"2"`
-	RequestsInFlightMB   int `envconfig:"REQUESTS_IN_FLIGHT_MB" default:"128"`
+	RequestsInFlightMB   int `envconfig:"REQUESTS_IN_FLIGHT_MB" default:"64"`
 	SearchTimeoutSeconds int `envconfig:"SEARCH_TIMEOUT_SECONDS" default:"10"`
 }
 

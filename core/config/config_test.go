@@ -12,7 +12,7 @@ func valid() Config {
 	return Config{DBDriver: "sqlite", EmailProvider: "demo", Environment: "development",
 		LogLevel: "info", Port: 8000, SMTPPort: 587, AttachmentMaxSizeMB: 25,
 		AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20, BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2,
-		RequestsInFlightMB: 128, SearchTimeoutSeconds: 10}
+		RequestsInFlightMB: 64, SearchTimeoutSeconds: 10}
 }
 
 func TestValidateNamesTheVariable(t *testing.T) {

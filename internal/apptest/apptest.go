@@ -25,7 +25,7 @@ func Config(tb testing.TB, driver string) config.Config {
 		SMTPPort: 587, SMTPUseTLS: true, AWSRegion: "us-east-1",
 		Environment: "development", LogLevel: "warning", Host: "127.0.0.1",
 		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
-		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 128, SearchTimeoutSeconds: 10,
+		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10,
 	}
 	if driver == "postgres" {
 		cfg.DatabaseURL = testdb.PostgresURL(tb)
