@@ -25,10 +25,12 @@ lint:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse)
+## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse,
+## search over 100k messages), then peak memory of 8 concurrent maximum-size sends
 bench:
 	@./scripts/ensure-postgres.sh
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m $(PKGS)
+	NORNWEAVE_MEMTEST_FULL=1 $(GO) test -run='^TestConcurrentMaxSizeSendsBoundedMemory$$' -count=1 -v ./tests/ | grep -E 'memory_test|^(ok|FAIL|---)'
 
 ## load: 500 clients for 130 s against a fresh server (SQLite, 100 sends a minute) sending to
 ## the tool's own SMTP sink; fails if more than 100 messages arrive in any 60 s

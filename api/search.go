@@ -53,7 +53,7 @@ func (a *API) search(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), a.SearchTimeout)
 	defer cancel()
 	msgs, _, err := a.Store.Messages(ctx, store.MessageFilter{InboxID: inboxID,
-		Query: query, ContentOnly: true, OmitBodies: true, Limit: limit, Offset: offset})
+		Query: query, ContentOnly: true, OmitBodies: true, SkipTotal: true, Limit: limit, Offset: offset})
 	if err != nil {
 		return a.searchError(ctx, err)
 	}

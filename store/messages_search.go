@@ -17,14 +17,14 @@ const trigramMin = 3
 //
 // PostgreSQL: ILIKE, which the pg_trgm GIN indexes of migration 0003 serve
 // for patterns of three characters or more. SQLite: a phrase MATCH against
-// the FTS5 trigram index, which is exactly a substring test, or a LIKE scan
-// for shorter queries.
+// the FTS5 trigram index, which is exactly a substring test. Shorter
+// queries scan with LOWER(col) LIKE LOWER(?), as before the indexes.
 func (s *Store) searchCondition(db *gorm.DB, query string, contentOnly bool) *gorm.DB {
 	cols := []string{"subject", "body_text"}
 	if !contentOnly {
 		cols = append(cols, "from_address")
 	}
-	if s.driver == DriverSQLite && utf8.RuneCountInString(query) >= trigramMin {
+	if s.usesFTS(query) {
 		// {cols}: "phrase" — inside the quotes every character is literal
 		// except the quote itself, which is doubled.
 		match := "{" + strings.Join(cols, " ") + `}: "` + strings.ReplaceAll(query, `"`, `""`) + `"`
@@ -32,7 +32,10 @@ func (s *Store) searchCondition(db *gorm.DB, query string, contentOnly bool) *go
 	}
 	p := "%" + escapeLike(query) + "%"
 	like := `LOWER(%s) LIKE LOWER(?) ESCAPE '\'`
-	if s.driver == DriverPostgres {
+	if s.driver == DriverPostgres && utf8.RuneCountInString(query) >= trigramMin {
+		// Only here: for a shorter pattern the GIN index would hand back
+		// every row, slower than the scan (2.9 s against 1.5 s at 100k
+		// messages), and LOWER(col) keeps the planner off it.
 		like = `%s ILIKE ? ESCAPE '\'`
 	}
 	conds := make([]string, len(cols))
@@ -42,6 +45,12 @@ func (s *Store) searchCondition(db *gorm.DB, query string, contentOnly bool) *go
 		args[i] = p
 	}
 	return db.Where("("+strings.Join(conds, " OR ")+")", args...)
+}
+
+// usesFTS reports whether searchCondition answers query from the SQLite
+// full-text index.
+func (s *Store) usesFTS(query string) bool {
+	return s.driver == DriverSQLite && utf8.RuneCountInString(query) >= trigramMin
 }
 
 // headColumns selects every column but the two bodies, and their sizes in

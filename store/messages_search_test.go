@@ -67,6 +67,12 @@ func TestSearchIndexIsSubstringSearch(t *testing.T) {
 			})
 		}
 
+		// Without the count, the same page.
+		got, total, err := s.Messages(ctx, MessageFilter{InboxID: a.ID, Query: "eport", SkipTotal: true})
+		if err != nil || total != -1 || len(got) != 1 || got[0].ID != plain.ID {
+			t.Errorf("SkipTotal: got %d messages, total %d, err %v; want plain, -1, nil", len(got), total, err)
+		}
+
 		// The index follows an update of an indexed column...
 		if err := s.db.Model(&Message{}).Where("id = ?", plain.ID).Update("body_text", "renamed body").Error; err != nil {
 			t.Fatal(err)

@@ -38,7 +38,13 @@ const memoryPerBudgetByte = 10
 // peak Go heap too.
 func TestConcurrentMaxSizeSendsBoundedMemory(t *testing.T) {
 	cfg := apptest.Config(t, "sqlite")
-	if v := os.Getenv("NORNWEAVE_MEMTEST_INFLIGHT_MB"); v != "" { // for the record in BENCHMARKS.md
+	if os.Getenv("NORNWEAVE_MEMTEST_FULL") == "" {
+		// make test: a 13 MiB request, one at a time. make bench sets
+		// NORNWEAVE_MEMTEST_FULL=1 for the documented defaults (49 MiB,
+		// 64 MiB budget), the number in BENCHMARKS.md.
+		cfg.AttachmentMaxSizeMB, cfg.AttachmentMaxTotalSizeMB, cfg.RequestsInFlightMB = 8, 8, 16
+	}
+	if v := os.Getenv("NORNWEAVE_MEMTEST_INFLIGHT_MB"); v != "" { // to measure without the budget
 		cfg.RequestsInFlightMB, _ = strconv.Atoi(v)
 	}
 	srv := &server{Server: apptest.Start(t, cfg), cfg: cfg}
