@@ -23,7 +23,6 @@ type Store interface {
 	DeleteInbox(ctx context.Context, id string) error
 	Thread(ctx context.Context, id string) (*store.Thread, error)
 	Threads(ctx context.Context, inboxID string, limit, offset int) ([]store.Thread, error)
-	ThreadMessages(ctx context.Context, threadID string) ([]store.Message, error)
 	Message(ctx context.Context, id string) (*store.Message, error)
 	Messages(ctx context.Context, f store.MessageFilter) ([]store.Message, int64, error)
 	MessageBodies(ctx context.Context, ids []string, withHTML bool) (map[string]store.Bodies, error)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -129,5 +130,68 @@ func TestInFlightBudgetSerializesLargeRequests(t *testing.T) {
 	wg.Wait()
 	if got := peak.Load(); got != 2 {
 		t.Errorf("peak concurrent sends = %d, want 2 (one large, one small)", got)
+	}
+}
+
+// threadStore is a thread of n messages of 1 MiB each; it records the
+// largest batch of bodies asked for at once.
+type threadStore struct {
+	Store
+	n        int
+	maxBatch *int64
+}
+
+func (threadStore) Thread(_ context.Context, id string) (*store.Thread, error) {
+	return &store.Thread{ID: id, Subject: "long"}, nil
+}
+
+func (s threadStore) Messages(_ context.Context, f store.MessageFilter) ([]store.Message, int64, error) {
+	ms := make([]store.Message, s.n)
+	for i := range ms { // newest first, as the store answers
+		at := time.Date(2026, 1, 1, 0, s.n-i, 0, 0, time.UTC)
+		ms[i] = store.Message{ID: fmt.Sprint(s.n - 1 - i), CreatedAt: at, TextBytes: 1 << 20}
+	}
+	return ms, -1, nil
+}
+
+func (s threadStore) MessageBodies(_ context.Context, ids []string, _ bool) (map[string]store.Bodies, error) {
+	*s.maxBatch = max(*s.maxBatch, int64(len(ids))<<20)
+	out := map[string]store.Bodies{}
+	for _, id := range ids {
+		out[id] = store.Bodies{Text: "body of " + id + strings.Repeat(".", 1<<20-20)}
+	}
+	return out, nil
+}
+
+// TestLongThreadIsReadInBatches: a thread's messages all come back, oldest
+// first, but their bodies are never all in memory at once.
+func TestLongThreadIsReadInBatches(t *testing.T) {
+	var maxBatch int64
+	const n = 40
+	h := New(Options{Store: threadStore{n: n, maxBatch: &maxBatch}, Sender: fakeSender(nil),
+		Limiter: skuld.NewGlobalRateLimiter(0, 0)})
+	rec := serve(h, "GET", "/v1/threads/t", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("got %d %.200s", rec.Code, rec.Body)
+	}
+	var got struct {
+		ID       string `json:"id"`
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "t" || len(got.Messages) != n {
+		t.Fatalf("got thread %q with %d messages, want t with %d", got.ID, len(got.Messages), n)
+	}
+	for i, m := range got.Messages {
+		if !strings.HasPrefix(m.Content, fmt.Sprintf("body of %d.", i)) {
+			t.Errorf("message %d is %.12q, want body of %d (oldest first)", i, m.Content, i)
+		}
+	}
+	if maxBatch > maxPageBytes {
+		t.Errorf("read %d MiB of bodies at once, want at most %d MiB", maxBatch>>20, maxPageBytes>>20)
 	}
 }

@@ -26,6 +26,13 @@ const itemOverhead = 1 << 10
 // the bodies of what is left (the HTML only if withHTML; the text counts
 // twice, as "text" and "content_clean").
 func (a *API) withBodies(ctx context.Context, msgs []store.Message, withHTML bool) ([]store.Message, error) {
+	msgs = msgs[:bodyBatch(msgs, withHTML)]
+	return msgs, a.loadBodies(ctx, msgs, withHTML)
+}
+
+// bodyBatch is how many of msgs, from the first, fit in maxPageBytes of
+// bodies: at least one, so that any message can be read.
+func bodyBatch(msgs []store.Message, withHTML bool) int {
 	var size int64
 	for i := range msgs {
 		size += 2*msgs[i].TextBytes + itemOverhead
@@ -33,9 +40,16 @@ func (a *API) withBodies(ctx context.Context, msgs []store.Message, withHTML boo
 			size += msgs[i].HTMLBytes
 		}
 		if size > maxPageBytes && i > 0 {
-			msgs = msgs[:i]
-			break
+			return i
 		}
+	}
+	return len(msgs)
+}
+
+// loadBodies reads the bodies of msgs, read with OmitBodies, into them.
+func (a *API) loadBodies(ctx context.Context, msgs []store.Message, withHTML bool) error {
+	if len(msgs) == 0 {
+		return nil
 	}
 	ids := make([]string, len(msgs))
 	for i := range msgs {
@@ -43,13 +57,13 @@ func (a *API) withBodies(ctx context.Context, msgs []store.Message, withHTML boo
 	}
 	bodies, err := a.Store.MessageBodies(ctx, ids, withHTML)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range msgs {
 		b := bodies[msgs[i].ID]
 		msgs[i].Text, msgs[i].HTML = b.Text, b.HTML
 	}
-	return msgs, nil
+	return nil
 }
 
 // streamItems writes 200 {"items": [item(0), ...], <tail>} one item at a

@@ -59,13 +59,6 @@ func toThreadSummary(t *store.Thread) threadSummary {
 		MessageCount: t.MessageCount}
 }
 
-type threadDetail struct {
-	ID       string          `json:"id"`
-	Subject  string          `json:"subject"`
-	Summary  *string         `json:"summary"`
-	Messages []threadMessage `json:"messages"`
-}
-
 // threadMessage is the conversation view an LLM consumes: outbound mail is
 // the assistant speaking as the inbox.
 type threadMessage struct {
