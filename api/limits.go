@@ -25,8 +25,12 @@ const (
 const smallRequest = 64 << 10
 
 // inFlightWait is how long a large request may wait for the budget before
-// it is refused with 503; the client retries, as after a 429.
-const inFlightWait = 30 * time.Second
+// it is refused with 503; the client retries, as after a 429. A waiting
+// request holds a connection but not its body (not yet read), so the wait
+// can be long: eight maximum-size sends queued behind each other take
+// ~50 s under the race detector. It stays well inside the server's 3-minute
+// WriteTimeout.
+const inFlightWait = 90 * time.Second
 
 func withLimitDefaults(o Options) Options {
 	if o.BodyMaxSize <= 0 {
