@@ -151,14 +151,16 @@ func TestSearchUsesIndex(t *testing.T) {
 	})
 }
 
-// TestSearchStopsWithItsContext: a scan that outlives its context stops
-// and reports the context's error, which the API turns into a 503.
+// TestSearchStopsWithItsContext: a search runs under its context, so one
+// whose context has ended stops and reports the context's error, which the
+// API turns into a 503 (timeout) or 499 (client gone). Interrupting a query
+// already running is the drivers' part: pgx sends a cancel request, the
+// SQLite driver calls sqlite3_interrupt.
 func TestSearchStopsWithItsContext(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		in := mustCreateInbox(t, s, "a@example.com")
-		big := strings.Repeat("lorem ipsum ", 20000)
-		for i := range 50 {
-			mustSend(t, s, in, nil, t0.Add(time.Duration(i)*time.Second), func(m *Message) { m.Text = big })
+		for i := range 3 {
+			mustSend(t, s, in, nil, t0.Add(time.Duration(i)*time.Second), func(m *Message) { m.Text = "lorem ipsum" })
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
