@@ -35,8 +35,6 @@ func TestBadInputLimits(t *testing.T) {
 				send(func(m map[string]any) { m["body"] = strings.Repeat("a", 1<<20+1) }), 413, "body_too_large"},
 			{"html over HTML_MAX_SIZE_MB", "POST", "/v1/messages",
 				send(func(m map[string]any) { m["html"] = strings.Repeat("<p>", 2<<20/3+1) }), 413, "html_too_large"},
-			{"50 MiB Markdown body", "POST", "/v1/messages",
-				send(func(m map[string]any) { m["body"] = strings.Repeat("a", 50<<20) }), 413, "body_too_large"},
 			{"request over the request limit", "POST", "/v1/messages",
 				send(func(m map[string]any) {
 					m["attachments"] = []map[string]any{{"filename": "f", "content_type": "application/octet-stream",
@@ -54,6 +52,18 @@ func TestBadInputLimits(t *testing.T) {
 				nil, 422, "validation_error"},
 			{"q with NUL", "GET", "/v1/messages?inbox_id=" + inbox + "&q=" + url.QueryEscape("a\x00b"),
 				nil, 422, "validation_error"},
+		}
+		if driver == "sqlite" {
+			// The case (accepted before, 652 MB of RSS): decoding
+			// 50 MiB takes ~10 s under -race, so once is enough.
+			tests = append(tests, struct {
+				name         string
+				method, path string
+				body         any
+				status       int
+				code         string
+			}{"50 MiB Markdown body", "POST", "/v1/messages",
+				send(func(m map[string]any) { m["body"] = strings.Repeat("a", 50<<20) }), 413, "body_too_large"})
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
