@@ -25,10 +25,12 @@ lint:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse, hosted providers)
+## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse,
+## hosted providers, search over 100k messages), then peak memory of 8 concurrent maximum-size sends
 bench:
 	@./scripts/ensure-postgres.sh
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m $(PKGS)
+	NORNWEAVE_MEMTEST_FULL=1 $(GO) test -run='^TestConcurrentMaxSizeSendsBoundedMemory$$' -count=1 -v ./tests/ | grep -E 'memory_test|^(ok|FAIL|---)'
 
 ## fuzz: each fuzz target in turn for FUZZTIME (default 60s), one worker at a time; the corpora
 ## under testdata/fuzz are replayed by make test as ordinary tests

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
@@ -25,9 +26,9 @@ type Store interface {
 	DeleteInbox(ctx context.Context, id string) error
 	Thread(ctx context.Context, id string) (*store.Thread, error)
 	Threads(ctx context.Context, inboxID string, limit, offset int) ([]store.Thread, error)
-	ThreadMessages(ctx context.Context, threadID string) ([]store.Message, error)
 	Message(ctx context.Context, id string) (*store.Message, error)
 	Messages(ctx context.Context, f store.MessageFilter) ([]store.Message, int64, error)
+	MessageBodies(ctx context.Context, ids []string, withHTML bool) (map[string]store.Bodies, error)
 	Ready(ctx context.Context) error
 	ClaimIdempotencyKey(ctx context.Context, k *store.IdempotencyKey, notBefore time.Time) (*store.IdempotencyKey, error)
 	CompleteIdempotencyKey(ctx context.Context, key string, status int, body string) error
@@ -78,6 +79,17 @@ type Options struct {
 	// MetricsAPIKey, when set, is required on /metrics (which is
 	// otherwise open, like /health).
 	MetricsAPIKey string
+	// BodyMaxSize and HTMLMaxSize cap a send's body and html, in bytes;
+	// 0 means 1 MiB and 2 MiB.
+	BodyMaxSize int64
+	HTMLMaxSize int64
+	// RequestsInFlight caps the bytes of large request bodies being
+	// processed at once; 0 means 64 MiB. It is raised to the request size
+	// limit if smaller, so that the largest request can always run.
+	RequestsInFlight int64
+	// SearchTimeout bounds one search (POST /v1/search, GET /v1/messages?q=);
+	// 0 means 10 s.
+	SearchTimeout time.Duration
 }
 
 // API holds the handlers' dependencies.
@@ -88,6 +100,7 @@ type API struct {
 	authFailures *authFailures
 	instance     string
 	draining     atomic.Bool
+	inflight     *semaphore.Weighted
 }
 
 // Server is the HTTP handler of the whole API.
@@ -114,15 +127,16 @@ func New(o Options) *Server {
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
 	}
+	o = withLimitDefaults(o)
 	a := &API{
-		Options:  o,
-		logger:   o.Logger,
-		instance: o.InstanceID,
-		// Base64 makes attachments a third larger; leave room for the rest
-		// of the JSON (body, html, addresses).
-		bodyLimit:    o.AttachmentMaxTotalSize*4/3 + 4<<20,
+		Options:      o,
+		logger:       o.Logger,
+		instance:     o.InstanceID,
+		bodyLimit:    requestLimit(o),
 		authFailures: newAuthFailures(o.AuthFailureLimit),
 	}
+	a.RequestsInFlight = max(a.RequestsInFlight, a.bodyLimit)
+	a.inflight = semaphore.NewWeighted(a.RequestsInFlight)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler

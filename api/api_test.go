@@ -107,7 +107,7 @@ func TestProtocolEdges(t *testing.T) {
 			http.StatusMethodNotAllowed, `{"detail":"Method Not Allowed","code":"method_not_allowed"}`},
 		{"unknown route under /v1", "GET", "/v1/nothing", "", []string{"X-API-Key", "key"}, http.StatusNotFound, `{"detail":"Not Found","code":"not_found"}`},
 		{"no key", "GET", "/v1/inboxes", "", nil, http.StatusUnauthorized, "Missing or invalid API key"},
-		{"body too large", "POST", "/v1/messages", strings.Repeat("x", 6<<20), []string{"X-API-Key", "key"},
+		{"body too large", "POST", "/v1/messages", strings.Repeat("x", 16<<20), []string{"X-API-Key", "key"},
 			http.StatusRequestEntityTooLarge, "Request body too large"},
 		{"ready when the database is down", "GET", "/ready", "", nil, http.StatusServiceUnavailable, "not_ready"},
 		{"trailing slash", "GET", "/health/", "", nil, http.StatusOK, `{"status":"ok"}`},

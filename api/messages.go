@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,9 +13,12 @@ import (
 
 func (a *API) listMessages(c echo.Context) error {
 	f := store.MessageFilter{InboxID: c.QueryParam("inbox_id"), ThreadID: c.QueryParam("thread_id"),
-		Query: c.QueryParam("q")}
+		Query: c.QueryParam("q"), OmitBodies: true}
 	if f.InboxID == "" && f.ThreadID == "" {
 		return fieldError("At least one of inbox_id or thread_id is required", "missing", "query", "inbox_id")
+	}
+	if err := checkQuery(f.Query, "query", "q"); err != nil {
+		return err
 	}
 	var err error
 	if f.Limit, f.Offset, err = pagination(c); err != nil {
@@ -30,15 +34,21 @@ func (a *API) listMessages(c echo.Context) error {
 			return err
 		}
 	}
-	msgs, total, err := a.Store.Messages(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	if f.Query != "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.SearchTimeout)
+		defer cancel()
+	}
+	msgs, total, err := a.Store.Messages(ctx, f)
 	if err != nil {
-		return err
+		return a.searchError(ctx, err)
 	}
-	out := messageList{Items: make([]messageResponse, len(msgs)), Count: len(msgs), Total: total}
-	for i := range msgs {
-		out.Items[i] = toMessage(&msgs[i])
+	if msgs, err = a.withBodies(ctx, msgs, true); err != nil {
+		return a.searchError(ctx, err)
 	}
-	return c.JSON(http.StatusOK, out)
+	return streamItems(c, len(msgs), func(i int) any { return toMessage(&msgs[i]) },
+		fmt.Sprintf(`"count":%d,"total":%d`, len(msgs), total))
 }
 
 func (a *API) getMessage(c echo.Context) error {
@@ -51,34 +61,4 @@ func (a *API) getMessage(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, toMessage(m))
-}
-
-func (a *API) search(c echo.Context) error {
-	obj, err := decodeBody(c.Request().Body)
-	if err != nil {
-		return err
-	}
-	obj.forbidExtra("query", "inbox_id", "limit", "offset")
-	query := obj.str("query", true, 1, 0)
-	inboxID := obj.str("inbox_id", true, 0, 0)
-	limit := obj.integer("limit", defaultLimit, 1, 100)
-	offset := obj.integer("offset", 0, 0, 1<<31-1)
-	if err := obj.err(); err != nil {
-		return err
-	}
-	if _, err := a.inbox(c, inboxID); err != nil {
-		return err
-	}
-	msgs, _, err := a.Store.Messages(c.Request().Context(), store.MessageFilter{InboxID: inboxID,
-		Query: query, ContentOnly: true, Limit: limit, Offset: offset})
-	if err != nil {
-		return err
-	}
-	out := searchResponse{Items: make([]searchItem, len(msgs)), Count: len(msgs), Query: query}
-	for i, m := range msgs {
-		out.Items[i] = searchItem{ID: m.ID, ThreadID: m.ThreadID, InboxID: m.InboxID,
-			Direction: m.Direction, ContentClean: m.Text, CreatedAt: timestamp(m.CreatedAt),
-			Metadata: nonNilMap(m.Metadata)}
-	}
-	return c.JSON(http.StatusOK, out)
 }

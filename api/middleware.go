@@ -46,6 +46,7 @@ func (a *API) middleware(e *echo.Echo) {
 	}
 	e.Use(checkRequest, a.crossSite, a.requireAPIKey(), requireJSON)
 	e.Use(middleware.BodyLimit(strconv.FormatInt(a.bodyLimit, 10) + "B"))
+	e.Use(a.limitInFlight)
 }
 
 // drainRetryAfter is what a request refused during shutdown is told: about

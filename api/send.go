@@ -76,6 +76,9 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 		HTML:            obj.str("html", false, 0, 0),
 		ReplyToThreadID: obj.str("reply_to_thread_id", false, 0, 0),
 	}
+	if err := a.checkBodySizes(req.Body, req.HTML); err != nil {
+		return req, err
+	}
 	if strings.ContainsAny(req.Subject, "\r\n") {
 		obj.add("subject", "Subject must not contain CR or LF", "value_error")
 	}

@@ -68,13 +68,6 @@ func toThreadSummary(t *store.Thread) threadSummary {
 		MessageCount: t.MessageCount}
 }
 
-type threadDetail struct {
-	ID       string          `json:"id"`
-	Subject  string          `json:"subject"`
-	Summary  *string         `json:"summary"`
-	Messages []threadMessage `json:"messages"`
-}
-
 // threadMessage is the conversation view an LLM consumes: outbound mail is
 // the assistant speaking as the inbox.
 type threadMessage struct {
@@ -148,18 +141,6 @@ type searchItem struct {
 	ContentClean string         `json:"content_clean"`
 	CreatedAt    timestamp      `json:"created_at"`
 	Metadata     map[string]any `json:"metadata"`
-}
-
-type searchResponse struct {
-	Items []searchItem `json:"items"`
-	Count int          `json:"count"`
-	Query string       `json:"query"`
-}
-
-type messageList struct {
-	Items []messageResponse `json:"items"`
-	Count int               `json:"count"`
-	Total int64             `json:"total"`
 }
 
 // windowResponse is one throttle window; an unlimited window has limit 0

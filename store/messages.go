@@ -190,44 +190,61 @@ type MessageFilter struct {
 	ThreadID string
 	// Query is a case-insensitive substring of the subject, the text body
 	// or (unless ContentOnly) the From address. % and _ in it are literal.
+	// Three characters or more are looked up in the full-text index
+	// (migration 0004); shorter ones scan, so callers bound them with a
+	// context deadline.
 	Query string
 	// ContentOnly restricts Query to subject and body, as POST /v1/search
 	// does: every message of an inbox has the same From.
 	ContentOnly bool
-	Limit       int
-	Offset      int
+	// OmitBodies leaves Text and HTML empty and fills TextBytes and
+	// HTMLBytes instead, so that a page can be sized before its bodies are
+	// read (see MessageBodies).
+	OmitBodies bool
+	// SkipTotal skips counting the matches (Messages returns -1): POST
+	// /v1/search has no total, and for a common word the count is half the
+	// cost of a search.
+	SkipTotal bool
+	Limit     int
+	Offset    int
 }
 
 // Messages returns a page of the messages matching f, newest first, and how
-// many match in all.
+// many match in all (-1 with SkipTotal). The queries run under ctx: a cancelled or expired
+// context stops them and its error is returned wrapped.
 func (s *Store) Messages(ctx context.Context, f MessageFilter) ([]Message, int64, error) {
 	where := func(db *gorm.DB) *gorm.DB {
 		if f.InboxID != "" {
-			db = db.Where("inbox_id = ?", f.InboxID)
+			// On SQLite the inbox index would otherwise drive the query and
+			// test every message of the inbox against the full-text match;
+			// "+" makes the match's few rowids drive it instead.
+			col := "inbox_id"
+			if s.usesFTS(f.Query) && f.ThreadID == "" {
+				col = "+inbox_id"
+			}
+			db = db.Where(col+" = ?", f.InboxID)
 		}
 		if f.ThreadID != "" {
 			db = db.Where("thread_id = ?", f.ThreadID)
 		}
 		if f.Query != "" {
-			p := "%" + escapeLike(f.Query) + "%"
-			cond := `LOWER(subject) LIKE LOWER(?) ESCAPE '\' OR LOWER(body_text) LIKE LOWER(?) ESCAPE '\'`
-			args := []any{p, p}
-			if !f.ContentOnly {
-				cond += ` OR LOWER(from_address) LIKE LOWER(?) ESCAPE '\'`
-				args = append(args, p)
-			}
-			db = db.Where("("+cond+")", args...)
+			db = s.searchCondition(db, f.Query, f.ContentOnly)
 		}
 		return db
 	}
 
-	var total int64
-	if err := s.db.WithContext(ctx).Model(&Message{}).Scopes(where).Count(&total).Error; err != nil {
-		return nil, 0, wrap(err, "count messages")
+	total := int64(-1)
+	if !f.SkipTotal {
+		if err := s.db.WithContext(ctx).Model(&Message{}).Scopes(where).Count(&total).Error; err != nil {
+			return nil, 0, wrap(err, "count messages")
+		}
 	}
 	ms := []Message{}
-	err := s.db.WithContext(ctx).Scopes(where).Order("created_at DESC, id DESC").
-		Limit(noLimit(f.Limit)).Offset(f.Offset).Find(&ms).Error
+	q := s.db.WithContext(ctx).Model(&Message{}).Scopes(where)
+	if f.OmitBodies {
+		q = q.Select(s.headColumns())
+	}
+	err := q.Order("created_at DESC, id DESC").Limit(noLimit(f.Limit)).Offset(f.Offset).Find(&ms).Error
 	if err != nil {
 		return nil, 0, wrap(err, "list messages")
 	}

@@ -73,6 +73,10 @@ type Message struct {
 	Size      int
 	CreatedAt time.Time
 	SentAt    *time.Time
+	// TextBytes and HTMLBytes are the bodies' sizes, read instead of the
+	// bodies by Messages with OmitBodies; they are not columns.
+	TextBytes int64 `gorm:"->;-:migration"`
+	HTMLBytes int64 `gorm:"->;-:migration"`
 }
 
 // Attachment is a row of the attachments table. Only the description of a

@@ -93,6 +93,14 @@ type Config struct {
 	// the key that guards /metrics (empty: open, like /health).
 	LogFormat     string `envconfig:"LOG_FORMAT" default:"json"`
 	MetricsAPIKey string `envconfig:"METRICS_API_KEY"`
+	// BodyMaxSizeMB and HTMLMaxSizeMB cap a send's Markdown body and its
+	// html; RequestsInFlightMB caps the request bytes all sends being
+	// processed hold at once (at least one largest request is always let
+	// through); SearchTimeoutSeconds bounds one search.
+	BodyMaxSizeMB        int `envconfig:"BODY_MAX_SIZE_MB" default:"1"`
+	HTMLMaxSizeMB        int `envconfig:"HTML_MAX_SIZE_MB" default:"2"`
+	RequestsInFlightMB   int `envconfig:"REQUESTS_IN_FLIGHT_MB" default:"64"`
+	SearchTimeoutSeconds int `envconfig:"SEARCH_TIMEOUT_SECONDS" default:"10"`
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -204,6 +212,10 @@ func (c Config) Validate() error {
 		{"ATTACHMENT_MAX_TOTAL_SIZE_MB", c.AttachmentMaxTotalSizeMB, 1},
 		{"ATTACHMENT_MAX_COUNT", c.AttachmentMaxCount, 0},
 		{"SEND_RETRY_MAX", c.SendRetryMax, 0},
+		{"BODY_MAX_SIZE_MB", c.BodyMaxSizeMB, 1},
+		{"HTML_MAX_SIZE_MB", c.HTMLMaxSizeMB, 1},
+		{"REQUESTS_IN_FLIGHT_MB", c.RequestsInFlightMB, 1},
+		{"SEARCH_TIMEOUT_SECONDS", c.SearchTimeoutSeconds, 1},
 	} {
 		if v.n < v.min {
 			bad(v.name, "must be at least %d, got %d", v.min, v.n)

@@ -13,7 +13,8 @@ func valid() Config {
 	return Config{DBDriver: "sqlite", EmailProvider: "demo", Environment: "development",
 		LogLevel: "info", Port: 8000, SMTPPort: 587, AttachmentMaxSizeMB: 25,
 		AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
-		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second}
+		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second,
+		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10}
 }
 
 func TestUnauthenticatedServerNeedsConsent(t *testing.T) {
@@ -49,6 +50,10 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"negative per-hour", func(c *Config) { c.SendRateLimitPerHour = -5 }, []string{"GLOBAL_SEND_RATE_LIMIT_PER_HOUR"}},
 		{"bad blocklist regex", func(c *Config) { c.OutboundDomainBlocklist = `ok\.com, [bad` }, []string{"OUTBOUND_DOMAIN_BLOCKLIST", `"[bad"`}},
 		{"bad allowlist regex", func(c *Config) { c.OutboundDomainAllowlist = `(unclosed` }, []string{"OUTBOUND_DOMAIN_ALLOWLIST", `"(unclosed"`}},
+		{"zero body cap", func(c *Config) { c.BodyMaxSizeMB = 0 }, []string{"BODY_MAX_SIZE_MB"}},
+		{"zero html cap", func(c *Config) { c.HTMLMaxSizeMB = 0 }, []string{"HTML_MAX_SIZE_MB"}},
+		{"zero in-flight budget", func(c *Config) { c.RequestsInFlightMB = 0 }, []string{"REQUESTS_IN_FLIGHT_MB"}},
+		{"zero search timeout", func(c *Config) { c.SearchTimeoutSeconds = 0 }, []string{"SEARCH_TIMEOUT_SECONDS"}},
 		{"unknown provider", func(c *Config) { c.EmailProvider = "carrier-pigeon" }, []string{"EMAIL_PROVIDER", "carrier-pigeon"}},
 		{"smtp without host", func(c *Config) { c.EmailProvider = "smtp" }, []string{"SMTP_HOST"}},
 		{"mailgun without key and domain", func(c *Config) { c.EmailProvider = "mailgun" }, []string{"MAILGUN_API_KEY", "MAILGUN_DOMAIN"}},

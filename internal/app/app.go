@@ -98,6 +98,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		Clock:                  a.clock,
 		Metrics:                a.metrics,
 		MetricsAPIKey:          cfg.MetricsAPIKey,
+		BodyMaxSize:            int64(cfg.BodyMaxSizeMB) << 20,
+		HTMLMaxSize:            int64(cfg.HTMLMaxSizeMB) << 20,
+		RequestsInFlight:       int64(cfg.RequestsInFlightMB) << 20,
+		SearchTimeout:          time.Duration(cfg.SearchTimeoutSeconds) * time.Second,
 	})
 	return a, nil
 }
@@ -171,8 +175,13 @@ func (a *App) Handler() http.Handler { return a.api }
 func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	j := startJanitor(a.store, a.clock, a.logger)
 	defer j.Stop()
+	// WriteTimeout runs from the end of the request's headers, so it covers
+	// reading the body (ReadTimeout), a send with every retry (its lease:
+	// up to about 4 minutes for a 35 MB message), and writing the answer; a
+	// client that stops reading cannot hold a response (and its memory)
+	// forever. A send cut off by it is still recorded.
 	srv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+		ReadTimeout: 2 * time.Minute, WriteTimeout: 7 * time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()

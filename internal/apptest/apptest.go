@@ -28,6 +28,7 @@ func Config(tb testing.TB, driver string) config.Config {
 		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
 		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second,
 		ProviderTimeout: 30 * time.Second, ProviderMaxConcurrency: 16, SMTPMaxConnections: 4,
+		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10,
 	}
 	if driver == "postgres" {
 		cfg.DatabaseURL = testdb.PostgresURL(tb)
