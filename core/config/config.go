@@ -78,6 +78,9 @@ type Config struct {
 	AttachmentMaxSizeMB      int `envconfig:"ATTACHMENT_MAX_SIZE_MB" default:"25"`
 	AttachmentMaxTotalSizeMB int `envconfig:"ATTACHMENT_MAX_TOTAL_SIZE_MB" default:"35"`
 	AttachmentMaxCount       int `envconfig:"ATTACHMENT_MAX_COUNT" default:"20"`
+
+	// Several servers sharing one throttle (issue 11); see throttle.go.
+	Throttle
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -122,6 +125,7 @@ func (c *Config) normalize() {
 	c.Environment = strings.ToLower(strings.TrimSpace(c.Environment))
 	c.LogLevel = strings.ToLower(strings.TrimSpace(c.LogLevel))
 	c.EmailDomain = strings.ToLower(strings.TrimSpace(c.EmailDomain))
+	c.Throttle.normalize()
 }
 
 // Validate reports every problem that must stop the server from starting,
@@ -204,6 +208,7 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, c.validateThrottle()...)
 	return errors.Join(errs...)
 }
 

@@ -32,6 +32,7 @@ type App struct {
 	store    *store.Store
 	provider provider
 	limiter  *skuld.GlobalRateLimiter
+	shared   *sharedThrottle // nil with THROTTLE_BACKEND=memory
 	sender   *skuld.Sender
 	clock    skuld.Clock
 	api      *api.Server
@@ -64,6 +65,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 	}
 	if a.provider, err = newProvider(ctx, cfg, logger); err != nil {
 		st.Close()
+		return nil, err
+	}
+	if a.shared, err = newSharedThrottle(ctx, cfg, st, logger); err != nil {
+		a.closeAll()
 		return nil, err
 	}
 	filter, err := skuld.NewDomainFilter(cfg.OutboundDomainAllowlist, cfg.OutboundDomainBlocklist)
@@ -197,5 +202,6 @@ func (a *App) closeAll() error {
 	if a.provider != nil {
 		errs = append(errs, a.provider.Close())
 	}
+	errs = append(errs, a.shared.Close())
 	return errors.Join(append(errs, a.store.Close())...)
 }
