@@ -1,0 +1,216 @@
+package skuld
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// PostgresThrottle is a Throttle whose windows live in the PostgreSQL
+// database every server already uses (tables throttle_counts and
+// throttle_reservations, migration 0005), so that any number of servers on
+// that database keep one promise. Admission runs in a short transaction
+// under a transaction-level advisory lock: it stamps the database's
+// clock_timestamp(), counts the reservations whose lease has run out (their
+// servers died) at their deadline, reads the scopes, judges, and inserts
+// the reservation. Commit and release are one statement each.
+//
+// It is safe for concurrent use, by goroutines and by servers.
+type PostgresThrottle struct {
+	db     *sql.DB
+	limits sharedLimits
+	margin time.Duration
+	// offset is added to the database's clock: nil but in tests, which
+	// move time without waiting for it.
+	offset func() time.Duration
+}
+
+// PostgresOptions configures a PostgresThrottle.
+type PostgresOptions struct {
+	Global, Inbox Limits        // the global limits and the inbox defaults
+	LeaseMargin   time.Duration // 0: DefaultLeaseMargin
+	// ClockOffset, if set, is added to the database's clock at every
+	// reading; for tests only.
+	ClockOffset func() time.Duration
+}
+
+// pgThrottleLock keys the advisory lock that serializes admissions; it is
+// distinct from the migrations' and the single-server lock's keys.
+const pgThrottleLock int64 = 0x6e6f726e_74687231 // "nornthr1"
+
+// nowSQL is the database's clock in ns since the Unix epoch, plus $1.
+const nowSQL = `(extract(epoch from clock_timestamp()) * 1000000000)::bigint + $1::bigint`
+
+// countSQL deletes the reservations that gone selects and counts each, in
+// the global windows and its inbox's, at its column t.
+const countSQL = `WITH gone AS (%s),
+ev AS (SELECT '' AS scope, t FROM gone UNION ALL SELECT inbox_id, t FROM gone WHERE inbox_id <> '')
+INSERT INTO throttle_counts (scope, width, bucket, sends)
+SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::bigint), (60::bigint)) AS w(w)
+GROUP BY 1, 2, 3
+ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends`
+
+// NewPostgresThrottle returns a PostgresThrottle over db, whose schema must
+// be migrated.
+func NewPostgresThrottle(db *sql.DB, o PostgresOptions) *PostgresThrottle {
+	if o.LeaseMargin <= 0 {
+		o.LeaseMargin = DefaultLeaseMargin
+	}
+	return &PostgresThrottle{db: db, limits: newSharedLimits(o.Global, o.Inbox), margin: o.LeaseMargin, offset: o.ClockOffset}
+}
+
+func (p *PostgresThrottle) clockOffset() int64 {
+	if p.offset == nil {
+		return 0
+	}
+	return int64(p.offset())
+}
+
+func (p *PostgresThrottle) unavailable(err error) error {
+	return &UnavailableError{Backend: "postgres", Err: err}
+}
+
+// ReserveInbox implements Throttle.
+func (p *PostgresThrottle) ReserveInbox(ctx context.Context, lease time.Duration, inboxID string, o Override) (Ticket, error) {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, p.unavailable(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", pgThrottleLock); err != nil {
+		return nil, p.unavailable(err)
+	}
+	now, g, in, err := p.read(ctx, tx, inboxID)
+	if err != nil {
+		return nil, p.unavailable(err)
+	}
+	gw := g.windows(now, p.limits.global)
+	var iw *windows
+	if inboxID != "" {
+		iw = in.windows(now, p.limits.inbox.with(o))
+	}
+	if rl := judge(now, gw, iw); rl != nil {
+		return nil, rl // the rollback keeps the reclaim for the next caller
+	}
+	t := &pgTicket{p: p, minute: gw.minute.counted() + 1, hour: gw.hour.counted() + 1}
+	err = tx.QueryRowContext(ctx, `INSERT INTO throttle_reservations (inbox_id, deadline_ns) VALUES ($1, $2) RETURNING id`,
+		inboxID, leaseDeadline(now, lease, p.margin)).Scan(&t.id)
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return nil, p.unavailable(err)
+	}
+	return t, nil
+}
+
+// read stamps now, reclaims expired reservations, drops buckets out of
+// every window, and reads the global scope and inboxID's (nil for "").
+// The advisory lock must be held.
+func (p *PostgresThrottle) read(ctx context.Context, tx *sql.Tx, inboxID string) (int64, *scopeState, *scopeState, error) {
+	var now int64
+	if err := tx.QueryRowContext(ctx, "SELECT "+nowSQL, p.clockOffset()).Scan(&now); err != nil {
+		return 0, nil, nil, err
+	}
+	reclaim := fmt.Sprintf(countSQL, `DELETE FROM throttle_reservations WHERE deadline_ns <= $1 RETURNING inbox_id, deadline_ns AS t`)
+	if _, err := tx.ExecContext(ctx, reclaim, now); err != nil {
+		return 0, nil, nil, err
+	}
+	loM, loH := floorDiv(now-int64(time.Minute), int64(time.Second)), floorDiv(now-int64(time.Hour), int64(time.Minute))
+	if _, err := tx.ExecContext(ctx, `DELETE FROM throttle_counts WHERE scope IN ('', $1) AND
+		((width = 1 AND bucket < $2) OR (width = 60 AND bucket < $3))`, inboxID, loM, loH); err != nil {
+		return 0, nil, nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT scope, width, bucket, sends FROM throttle_counts WHERE scope IN ('', $1)
+		UNION ALL SELECT '', 0, deadline_ns, 0 FROM throttle_reservations
+		UNION ALL SELECT $1, 0, deadline_ns, 0 FROM throttle_reservations WHERE inbox_id = $1 AND $1 <> ''`, inboxID)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer rows.Close()
+	g, in := newScopeState(), newScopeState()
+	for rows.Next() {
+		var (
+			scope    string
+			width, b int64
+			sends    int
+		)
+		if err := rows.Scan(&scope, &width, &b, &sends); err != nil {
+			return 0, nil, nil, err
+		}
+		s := g
+		if scope != "" {
+			s = in
+		}
+		switch width {
+		case 0:
+			s.deadlines = append(s.deadlines, b)
+		case minuteBucket:
+			s.minute[b] += sends
+		case hourBucket:
+			s.hour[b] += sends
+		}
+	}
+	return now, g, in, rows.Err()
+}
+
+// State implements Throttle.
+func (p *PostgresThrottle) State(ctx context.Context) (State, error) {
+	return p.state(ctx, "", Override{})
+}
+
+// InboxState implements Throttle.
+func (p *PostgresThrottle) InboxState(ctx context.Context, inboxID string, o Override) (State, error) {
+	return p.state(ctx, inboxID, o)
+}
+
+func (p *PostgresThrottle) state(ctx context.Context, inboxID string, o Override) (State, error) {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return State{}, p.unavailable(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", pgThrottleLock); err != nil {
+		return State{}, p.unavailable(err)
+	}
+	now, g, in, err := p.read(ctx, tx, inboxID)
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return State{}, p.unavailable(err)
+	}
+	if inboxID == "" {
+		return g.windows(now, p.limits.global).state(now), nil
+	}
+	return in.windows(now, p.limits.inbox.with(o)).state(now), nil
+}
+
+type pgTicket struct {
+	p            *PostgresThrottle
+	id           int64
+	minute, hour int
+}
+
+// Commit counts the send at the database's clock. A reservation already
+// reclaimed (the commit came after its lease) was counted then.
+func (t *pgTicket) Commit(ctx context.Context) error {
+	q := fmt.Sprintf(countSQL, `DELETE FROM throttle_reservations WHERE id = $2 RETURNING inbox_id, `+nowSQL+` AS t`)
+	if _, err := t.p.db.ExecContext(ctx, q, t.p.clockOffset(), t.id); err != nil {
+		return t.p.unavailable(err)
+	}
+	return nil
+}
+
+// Release deletes the reservation.
+func (t *pgTicket) Release(ctx context.Context) error {
+	if _, err := t.p.db.ExecContext(ctx, `DELETE FROM throttle_reservations WHERE id = $1`, t.id); err != nil {
+		return t.p.unavailable(err)
+	}
+	return nil
+}
+
+func (t *pgTicket) MinuteCount() int { return t.minute }
+func (t *pgTicket) HourCount() int   { return t.hour }
