@@ -14,9 +14,11 @@ run:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nornweave ./cmd/nornweave
 
-## test: the whole suite with the race detector (needs PostgreSQL; started if local and down)
+## test: the whole suite with the race detector (needs PostgreSQL and Redis; started if local and
+## down, Redis installed if missing)
 test:
 	@./scripts/ensure-postgres.sh
+	@./scripts/ensure-redis.sh
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 
 ## lint: formatting and vet
@@ -28,6 +30,7 @@ lint:
 ## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse, hosted providers)
 bench:
 	@./scripts/ensure-postgres.sh
+	@./scripts/ensure-redis.sh
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 $(PKGS)
 
 ## load: 500 clients for 130 s against a fresh server (SQLite, 100 sends a minute) sending to
