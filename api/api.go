@@ -39,11 +39,11 @@ type Sender interface {
 	Send(ctx context.Context, req skuld.SendRequest) (*store.Message, error)
 }
 
-// Limiter reports the state of the send throttle at a monotonic instant:
-// the global windows, and an inbox's.
+// Limiter reports the state of the send throttle: the global windows, and
+// an inbox's. A shared backend may fail (*skuld.UnavailableError).
 type Limiter interface {
-	State(now time.Duration) skuld.State
-	InboxState(now time.Duration, inboxID string, o skuld.Override) skuld.State
+	State(ctx context.Context) (skuld.State, error)
+	InboxState(ctx context.Context, inboxID string, o skuld.Override) (skuld.State, error)
 }
 
 // Options configures the API. Store, Sender and Limiter are required.
@@ -70,6 +70,11 @@ type Options struct {
 	// InstanceID names this server process in the idempotency keys it
 	// claims; nil: a new UUID.
 	InstanceID string
+	// KeyLease, when several servers share the database, is how long a
+	// key claimed by another server may still be in flight there: until
+	// then it is that server's (409), not abandoned. 0 (one server): a key
+	// of another process belongs to a server that stopped.
+	KeyLease time.Duration
 }
 
 // API holds the handlers' dependencies.

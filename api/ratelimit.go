@@ -13,7 +13,10 @@ import (
 )
 
 func (a *API) rateLimit(c echo.Context) error {
-	st := a.Limiter.State(a.Clock.Mono())
+	st, err := a.Limiter.State(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, rateLimitResponse{
 		PerMinute: toWindow(st.PerMinute),
 		PerHour:   toWindow(st.PerHour),
@@ -41,15 +44,24 @@ type headerWindow struct {
 // configuredWindows lists the limited windows that apply to a send from
 // inboxID ("" for none): the global ones, then the inbox's.
 func (a *API) configuredWindows(c echo.Context, inboxID string) []headerWindow {
-	now := a.Clock.Mono()
+	ctx := c.Request().Context()
 	type named struct {
 		prefix string
 		st     skuld.State
 	}
-	sets := []named{{"", a.Limiter.State(now)}}
+	// A throttle backend that cannot be asked leaves the headers out of
+	// an answer decided without them (a 503, or a send under
+	// THROTTLE_FAIL=open).
+	st, err := a.Limiter.State(ctx)
+	if err != nil {
+		return nil
+	}
+	sets := []named{{"", st}}
 	if inboxID != "" {
-		if in, err := a.Store.Inbox(c.Request().Context(), inboxID); err == nil {
-			sets = append(sets, named{"inbox ", a.Limiter.InboxState(now, in.ID, skuld.InboxOverride(in))})
+		if in, err := a.Store.Inbox(ctx, inboxID); err == nil {
+			if st, err := a.Limiter.InboxState(ctx, in.ID, skuld.InboxOverride(in)); err == nil {
+				sets = append(sets, named{"inbox ", st})
+			}
 		}
 	}
 	var out []headerWindow

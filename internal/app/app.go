@@ -32,7 +32,7 @@ type App struct {
 	store    *store.Store
 	provider provider
 	limiter  *skuld.GlobalRateLimiter
-	shared   *sharedThrottle // nil with THROTTLE_BACKEND=memory
+	throttle *throttle
 	sender   *skuld.Sender
 	clock    skuld.Clock
 	api      *api.Server
@@ -67,10 +67,6 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 		st.Close()
 		return nil, err
 	}
-	if a.shared, err = newSharedThrottle(ctx, cfg, st, logger); err != nil {
-		a.closeAll()
-		return nil, err
-	}
 	filter, err := skuld.NewDomainFilter(cfg.OutboundDomainAllowlist, cfg.OutboundDomainBlocklist)
 	if err != nil {
 		a.closeAll()
@@ -78,20 +74,30 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 	}
 	a.limiter = skuld.NewGlobalRateLimiter(cfg.SendRateLimitPerMinute, cfg.SendRateLimitPerHour)
 	a.limiter.SetInboxDefaults(cfg.InboxSendRateLimitPerMinute, cfg.InboxSendRateLimitPerHour)
-	if err := a.restoreThrottle(ctx); err != nil {
+	if a.throttle, err = newThrottle(ctx, cfg, st, a.limiter, a.clock, logger); err != nil {
 		a.closeAll()
 		return nil, err
 	}
-	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Limiter: a.limiter,
+	// A shared backend's reservations are its record; send_log's restore
+	// is the in-memory limiter's, and resolving "interrupted" sends at
+	// start would fail those of the other servers still running.
+	if a.throttle.shared() {
+		st.ShareDatabase()
+	} else if err := a.restoreThrottle(ctx); err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle,
 		Filter: filter, Logger: logger, Clock: a.clock,
 		RetryMax: cfg.SendRetryMax, RetryDeadline: cfg.SendRetryDeadline})
 	a.api = api.New(api.Options{
-		Store: st, Sender: a.sender, Limiter: a.limiter, Logger: logger,
+		Store: st, Sender: a.sender, Limiter: a.throttle, Logger: logger,
 		APIKey: cfg.APIKey, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
 		AttachmentMaxCount:     cfg.AttachmentMaxCount,
 		Clock:                  a.clock,
+		KeyLease:               a.throttle.keyLease(cfg),
 	})
 	return a, nil
 }
@@ -202,6 +208,6 @@ func (a *App) closeAll() error {
 	if a.provider != nil {
 		errs = append(errs, a.provider.Close())
 	}
-	errs = append(errs, a.shared.Close())
+	errs = append(errs, a.throttle.Close())
 	return errors.Join(append(errs, a.store.Close())...)
 }
