@@ -71,38 +71,64 @@ func (p *PostgresThrottle) unavailable(err error) error {
 	return &UnavailableError{Backend: "postgres", Err: err}
 }
 
-// ReserveInbox implements Throttle.
+// ReserveInbox implements Throttle. Admission is one call of the
+// database function throttle_reserve (migration 0005), so the admission
+// lock is held for one statement, not for round trips; only a refusal
+// reads the raw state back to compute Retry-After.
 func (p *PostgresThrottle) ReserveInbox(ctx context.Context, lease time.Duration, inboxID string, o Override) (Ticket, error) {
-	tx, err := p.db.BeginTx(ctx, nil)
+	lim := p.limits.inbox.with(o)
+	if inboxID == "" {
+		lim = Limits{}
+	}
+	var (
+		admitted     bool
+		now, id      sql.NullInt64
+		minute, hour int64
+	)
+	err := p.db.QueryRowContext(ctx, `SELECT admitted, now_ns, res_id, g_minute, g_hour
+		FROM throttle_reserve($1, $2, $3, $4, $5, $6, $7)`,
+		p.clockOffset(), inboxID, int64(max(lease, 0)+p.margin),
+		p.limits.global.PerMinute, p.limits.global.PerHour, lim.PerMinute, lim.PerHour).
+		Scan(&admitted, &now, &id, &minute, &hour)
 	if err != nil {
 		return nil, p.unavailable(err)
+	}
+	if admitted {
+		return &pgTicket{p: p, id: id.Int64, minute: int(minute), hour: int(hour)}, nil
+	}
+	return nil, p.refusal(ctx, inboxID, o)
+}
+
+// refusal reads the state a refused admission met and returns its
+// *RateLimitedError, with Retry-After from the same windows as the
+// in-memory limiter.
+func (p *PostgresThrottle) refusal(ctx context.Context, inboxID string, o Override) error {
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return p.unavailable(err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", pgThrottleLock); err != nil {
-		return nil, p.unavailable(err)
+		return p.unavailable(err)
 	}
 	now, g, in, err := p.read(ctx, tx, inboxID)
-	if err != nil {
-		return nil, p.unavailable(err)
-	}
-	gw := g.windows(now, p.limits.global)
-	var iw *windows
-	if inboxID != "" {
-		iw = in.windows(now, p.limits.inbox.with(o))
-	}
-	if rl := judge(now, gw, iw); rl != nil {
-		return nil, rl // the rollback keeps the reclaim for the next caller
-	}
-	t := &pgTicket{p: p, minute: gw.minute.counted() + 1, hour: gw.hour.counted() + 1}
-	err = tx.QueryRowContext(ctx, `INSERT INTO throttle_reservations (inbox_id, deadline_ns) VALUES ($1, $2) RETURNING id`,
-		inboxID, leaseDeadline(now, lease, p.margin)).Scan(&t.id)
 	if err == nil {
 		err = tx.Commit()
 	}
 	if err != nil {
-		return nil, p.unavailable(err)
+		return p.unavailable(err)
 	}
-	return t, nil
+	var iw *windows
+	if inboxID != "" {
+		iw = in.windows(now, p.limits.inbox.with(o))
+	}
+	if rl := judge(now, g.windows(now, p.limits.global), iw); rl != nil {
+		return rl
+	}
+	// Room appeared between the two statements (a release, a bucket
+	// leaving): refuse for the least time; the client's retry is admitted.
+	return &RateLimitedError{RetryAfter: time.Second,
+		Violations: []Violation{{Window: "per-minute", Limit: p.limits.global.PerMinute, RetryAfter: time.Second}}}
 }
 
 // read stamps now, reclaims expired reservations, drops buckets out of

@@ -34,7 +34,7 @@ func TestPostgresThrottleConformance(t *testing.T) {
 	})
 }
 
-func openDB(t *testing.T, url string) *sql.DB {
+func openDB(t testing.TB, url string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", url)
 	if err != nil {
@@ -47,8 +47,11 @@ func openDB(t *testing.T, url string) *sql.DB {
 
 func migrate(t *testing.T, url string) {
 	t.Helper()
-	db := openDB(t, url)
-	if err := migrations.Apply(context.Background(), db, migrations.Postgres); err != nil {
+	if err := migrateDB(openDB(t, url)); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
+}
+
+func migrateDB(db *sql.DB) error {
+	return migrations.Apply(context.Background(), db, migrations.Postgres)
 }
