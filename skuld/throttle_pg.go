@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	neturl "net/url"
 	"time"
+
+	// Registers the "pgx" database/sql driver.
+	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
 // PostgresThrottle is a Throttle whose windows live in the PostgreSQL
@@ -50,6 +54,33 @@ INSERT INTO throttle_counts (scope, width, bucket, sends)
 SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::bigint), (60::bigint)) AS w(w)
 GROUP BY 1, 2, 3
 ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends`
+
+// OpenPostgresThrottleDB opens the throttle's own small pool on the
+// database at url (a postgres:// URL), whose transactions commit without
+// waiting for the WAL flush (synchronous_commit=off). Admissions serialize
+// on one lock, and a synchronous commit would hold it through an fsync.
+// It loses nothing that matters: the send path's next write, the message
+// row, is committed synchronously in the same database before the provider
+// is called, and the WAL is flushed in order, so a reservation whose send
+// can go out is durable by then. A commit or release lost in a database
+// crash leaves its reservation to be reclaimed and counted at its
+// deadline: later than it should, never earlier.
+func OpenPostgresThrottleDB(url string, conns int) (*sql.DB, error) {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return nil, fmt.Errorf("skuld: throttle database URL: %w", err)
+	}
+	q := u.Query()
+	q.Set("synchronous_commit", "off")
+	u.RawQuery = q.Encode()
+	db, err := sql.Open("pgx", u.String())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return db, nil
+}
 
 // NewPostgresThrottle returns a PostgresThrottle over db, whose schema must
 // be migrated.

@@ -36,11 +36,10 @@ func TestPostgresThrottleConformance(t *testing.T) {
 
 func openDB(t testing.TB, url string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("pgx", url)
+	db, err := skuld.OpenPostgresThrottleDB(url, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(10)
 	t.Cleanup(func() { db.Close() })
 	return db
 }

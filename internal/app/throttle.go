@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	// Registers the "pgx" database/sql driver for the throttle's pool.
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nornweave/nornweave/core/config"
@@ -44,12 +42,10 @@ func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, mem *s
 	inbox := skuld.Limits{PerMinute: cfg.InboxSendRateLimitPerMinute, PerHour: cfg.InboxSendRateLimitPerHour}
 	switch cfg.ThrottleBackend {
 	case "postgres":
-		db, err := sql.Open("pgx", cfg.PostgresURL())
+		db, err := skuld.OpenPostgresThrottleDB(cfg.PostgresURL(), sharedPoolSize)
 		if err != nil {
 			return nil, fmt.Errorf("THROTTLE_BACKEND=postgres: %w", err)
 		}
-		db.SetMaxOpenConns(sharedPoolSize)
-		db.SetMaxIdleConns(sharedPoolSize)
 		t.db = db
 		t.Throttle = skuld.NewPostgresThrottle(db, skuld.PostgresOptions{Global: global, Inbox: inbox})
 	case "redis":
