@@ -40,19 +40,25 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock(7957704885311926833); -- "nornthr1"
     now_ns := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT + p_offset;
-    WITH gone AS (DELETE FROM throttle_reservations WHERE deadline_ns <= now_ns RETURNING inbox_id, deadline_ns AS t),
-    ev AS (SELECT ''::TEXT AS scope, t FROM gone UNION ALL SELECT inbox_id, t FROM gone WHERE inbox_id <> '')
-    INSERT INTO throttle_counts (scope, width, bucket, sends)
-    SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::BIGINT), (60::BIGINT)) AS w(w)
-    GROUP BY 1, 2, 3
-    ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends;
+    IF EXISTS (SELECT 1 FROM throttle_reservations WHERE deadline_ns <= now_ns) THEN
+        WITH gone AS (DELETE FROM throttle_reservations WHERE deadline_ns <= now_ns RETURNING inbox_id, deadline_ns AS t),
+        ev AS (SELECT ''::TEXT AS scope, t FROM gone UNION ALL SELECT inbox_id, t FROM gone WHERE inbox_id <> '')
+        INSERT INTO throttle_counts (scope, width, bucket, sends)
+        SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::BIGINT), (60::BIGINT)) AS w(w)
+        GROUP BY 1, 2, 3
+        ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends;
+    END IF;
     lo_m := (now_ns - 60000000000) / 1000000000;
     lo_h := (now_ns - 3600000000000) / 60000000000;
-    DELETE FROM throttle_counts WHERE scope IN ('', p_inbox)
-        AND ((width = 1 AND bucket < lo_m) OR (width = 60 AND bucket < lo_h));
+    -- Old buckets are only skipped below; deleting them now and then
+    -- keeps the table small without a delete on every admission.
+    IF random() < 0.02 THEN
+        DELETE FROM throttle_counts WHERE (width = 1 AND bucket < lo_m) OR (width = 60 AND bucket < lo_h);
+    END IF;
     -- One statement, one snapshot: a commit (delete the reservation, count
     -- the send) landing between two reads would be seen by neither.
-    WITH c AS (SELECT scope, width, sum(sends) AS n FROM throttle_counts WHERE scope IN ('', p_inbox) GROUP BY 1, 2),
+    WITH c AS (SELECT scope, width, sum(sends) AS n FROM throttle_counts WHERE scope IN ('', p_inbox)
+        AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h)) GROUP BY 1, 2),
     r AS (SELECT count(*) AS g, count(*) FILTER (WHERE inbox_id = p_inbox AND p_inbox <> '') AS i FROM throttle_reservations)
     SELECT coalesce((SELECT n FROM c WHERE scope = '' AND width = 1), 0) + r.g,
            coalesce((SELECT n FROM c WHERE scope = '' AND width = 60), 0) + r.g,
