@@ -39,7 +39,8 @@ type PostgresOptions struct {
 	ClockOffset func() time.Duration
 }
 
-// pgThrottleLock keys the advisory lock that serializes admissions; it is
+// pgThrottleLock keys the advisory lock that serializes admissions (written
+// out in throttle_reserve, migration 0005); it is
 // distinct from the migrations' and the single-server lock's keys.
 const pgThrottleLock int64 = 0x6e6f726e_74687231 // "nornthr1"
 
@@ -134,18 +135,7 @@ func (p *PostgresThrottle) ReserveInbox(ctx context.Context, lease time.Duration
 // *RateLimitedError, with Retry-After from the same windows as the
 // in-memory limiter.
 func (p *PostgresThrottle) refusal(ctx context.Context, inboxID string, o Override) error {
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return p.unavailable(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", pgThrottleLock); err != nil {
-		return p.unavailable(err)
-	}
-	now, g, in, err := p.read(ctx, tx, inboxID)
-	if err == nil {
-		err = tx.Commit()
-	}
+	now, g, in, err := p.snapshot(ctx, inboxID)
 	if err != nil {
 		return p.unavailable(err)
 	}
@@ -162,32 +152,32 @@ func (p *PostgresThrottle) refusal(ctx context.Context, inboxID string, o Overri
 		Violations: []Violation{{Window: "per-minute", Limit: p.limits.global.PerMinute, RetryAfter: time.Second}}}
 }
 
-// read stamps now, reclaims expired reservations, drops buckets out of
-// every window, and reads the global scope and inboxID's (nil for "").
-// The advisory lock must be held.
-func (p *PostgresThrottle) read(ctx context.Context, tx *sql.Tx, inboxID string) (int64, *scopeState, *scopeState, error) {
-	var now int64
-	if err := tx.QueryRowContext(ctx, "SELECT "+nowSQL, p.clockOffset()).Scan(&now); err != nil {
-		return 0, nil, nil, err
-	}
-	reclaim := fmt.Sprintf(countSQL, `DELETE FROM throttle_reservations WHERE deadline_ns <= $1 RETURNING inbox_id, deadline_ns AS t`)
-	if _, err := tx.ExecContext(ctx, reclaim, now); err != nil {
-		return 0, nil, nil, err
-	}
-	loM, loH := floorDiv(now-int64(time.Minute), int64(time.Second)), floorDiv(now-int64(time.Hour), int64(time.Minute))
-	if _, err := tx.ExecContext(ctx, `DELETE FROM throttle_counts WHERE scope IN ('', $1) AND
-		((width = 1 AND bucket < $2) OR (width = 60 AND bucket < $3))`, inboxID, loM, loH); err != nil {
-		return 0, nil, nil, err
-	}
-	rows, err := tx.QueryContext(ctx, `
-		SELECT scope, width, bucket, sends FROM throttle_counts WHERE scope IN ('', $1)
-		UNION ALL SELECT '', 0, deadline_ns, 0 FROM throttle_reservations
-		UNION ALL SELECT $1, 0, deadline_ns, 0 FROM throttle_reservations WHERE inbox_id = $1 AND $1 <> ''`, inboxID)
+// snapshotSQL reads, in one statement and so one snapshot, the database's
+// clock (the row of width -1), the buckets of the global scope and of $2
+// still in their window, and the deadlines of the reservations (width 0).
+// It takes no lock and writes nothing.
+const snapshotSQL = `WITH n AS (SELECT ` + nowSQL + ` AS t)
+SELECT '', -1, n.t, 0 FROM n
+UNION ALL SELECT c.scope, c.width, c.bucket, c.sends FROM throttle_counts c, n WHERE c.scope IN ('', $2)
+	AND ((c.width = 1 AND c.bucket >= (n.t - 60000000000) / 1000000000)
+	  OR (c.width = 60 AND c.bucket >= (n.t - 3600000000000) / 60000000000))
+UNION ALL SELECT '', 0, deadline_ns, 0 FROM throttle_reservations
+UNION ALL SELECT $2, 0, deadline_ns, 0 FROM throttle_reservations WHERE inbox_id = $2 AND $2 <> ''`
+
+// snapshot reads the global scope and inboxID's (empty for "") at the
+// database's now. A reservation past its deadline is read as what the next
+// admission will make of it: a send counted at its deadline.
+func (p *PostgresThrottle) snapshot(ctx context.Context, inboxID string) (int64, *scopeState, *scopeState, error) {
+	rows, err := p.db.QueryContext(ctx, snapshotSQL, p.clockOffset(), inboxID)
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	defer rows.Close()
-	g, in := newScopeState(), newScopeState()
+	var (
+		now       int64
+		g, in     = newScopeState(), newScopeState()
+		deadlines [2][]int64
+	)
 	for rows.Next() {
 		var (
 			scope    string
@@ -197,20 +187,35 @@ func (p *PostgresThrottle) read(ctx context.Context, tx *sql.Tx, inboxID string)
 		if err := rows.Scan(&scope, &width, &b, &sends); err != nil {
 			return 0, nil, nil, err
 		}
-		s := g
+		s, i := g, 0
 		if scope != "" {
-			s = in
+			s, i = in, 1
 		}
 		switch width {
+		case -1:
+			now = b
 		case 0:
-			s.deadlines = append(s.deadlines, b)
+			deadlines[i] = append(deadlines[i], b)
 		case minuteBucket:
 			s.minute[b] += sends
 		case hourBucket:
 			s.hour[b] += sends
 		}
 	}
-	return now, g, in, rows.Err()
+	if err := rows.Err(); err != nil {
+		return 0, nil, nil, err
+	}
+	for i, s := range [2]*scopeState{g, in} {
+		for _, d := range deadlines[i] {
+			if d > now {
+				s.deadlines = append(s.deadlines, d)
+				continue
+			}
+			s.minute[floorDiv(d, int64(time.Second))]++
+			s.hour[floorDiv(d, int64(time.Minute))]++
+		}
+	}
+	return now, g, in, nil
 }
 
 // State implements Throttle.
@@ -224,18 +229,7 @@ func (p *PostgresThrottle) InboxState(ctx context.Context, inboxID string, o Ove
 }
 
 func (p *PostgresThrottle) state(ctx context.Context, inboxID string, o Override) (State, error) {
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return State{}, p.unavailable(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", pgThrottleLock); err != nil {
-		return State{}, p.unavailable(err)
-	}
-	now, g, in, err := p.read(ctx, tx, inboxID)
-	if err == nil {
-		err = tx.Commit()
-	}
+	now, g, in, err := p.snapshot(ctx, inboxID)
 	if err != nil {
 		return State{}, p.unavailable(err)
 	}
