@@ -44,6 +44,7 @@ type Sender interface {
 type Limiter interface {
 	State(ctx context.Context) (skuld.State, error)
 	InboxState(ctx context.Context, inboxID string, o skuld.Override) (skuld.State, error)
+	States(ctx context.Context, inboxID string, o skuld.Override) (global, inbox skuld.State, err error)
 }
 
 // Options configures the API. Store, Sender and Limiter are required.

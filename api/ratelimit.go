@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/store"
 )
 
 func (a *API) rateLimit(c echo.Context) error {
@@ -52,17 +53,26 @@ func (a *API) configuredWindows(c echo.Context, inboxID string) []headerWindow {
 	// A throttle backend that cannot be asked leaves the headers out of
 	// an answer decided without them (a 503, or a send under
 	// THROTTLE_FAIL=open).
-	st, err := a.Limiter.State(ctx)
-	if err != nil {
-		return nil
-	}
-	sets := []named{{"", st}}
+	var (
+		sets []named
+		in   *store.Inbox
+		err  error = store.ErrNotFound
+	)
 	if inboxID != "" {
-		if in, err := a.Store.Inbox(ctx, inboxID); err == nil {
-			if st, err := a.Limiter.InboxState(ctx, in.ID, skuld.InboxOverride(in)); err == nil {
-				sets = append(sets, named{"inbox ", st})
-			}
+		in, err = a.Store.Inbox(ctx, inboxID)
+	}
+	if err == nil {
+		g, is, err := a.Limiter.States(ctx, in.ID, skuld.InboxOverride(in))
+		if err != nil {
+			return nil
 		}
+		sets = []named{{"", g}, {"inbox ", is}}
+	} else {
+		st, err := a.Limiter.State(ctx)
+		if err != nil {
+			return nil
+		}
+		sets = []named{{"", st}}
 	}
 	var out []headerWindow
 	for _, set := range sets {

@@ -34,6 +34,9 @@ type Throttle interface {
 	State(ctx context.Context) (State, error)
 	// InboxState reports the windows of inboxID with override o.
 	InboxState(ctx context.Context, inboxID string, o Override) (State, error)
+	// States reports both at once, as a send's rate-limit headers need
+	// them: one read of a shared backend instead of two.
+	States(ctx context.Context, inboxID string, o Override) (global, inbox State, err error)
 }
 
 // A Ticket is one admitted send, in flight until Commit or Release; exactly
@@ -90,6 +93,12 @@ func (m *MemoryThrottle) State(context.Context) (State, error) { return m.l.Stat
 // InboxState implements Throttle.
 func (m *MemoryThrottle) InboxState(_ context.Context, inboxID string, o Override) (State, error) {
 	return m.l.InboxState(m.c.Mono(), inboxID, o), nil
+}
+
+// States implements Throttle.
+func (m *MemoryThrottle) States(_ context.Context, inboxID string, o Override) (State, State, error) {
+	now := m.c.Mono()
+	return m.l.State(now), m.l.InboxState(now, inboxID, o), nil
 }
 
 type memTicket struct {

@@ -50,6 +50,11 @@ func (f *FailOpen) InboxState(ctx context.Context, inboxID string, o Override) (
 	return f.t.InboxState(ctx, inboxID, o)
 }
 
+// States implements Throttle.
+func (f *FailOpen) States(ctx context.Context, inboxID string, o Override) (State, State, error) {
+	return f.t.States(ctx, inboxID, o)
+}
+
 // Unthrottled is the number of sends admitted without the backend since
 // start: the metric of THROTTLE_FAIL=open.
 func (f *FailOpen) Unthrottled() int64 { return f.unthrottled.Load() }

@@ -19,6 +19,9 @@ func (downThrottle) State(context.Context) (State, error) { return State{}, errD
 func (downThrottle) InboxState(context.Context, string, Override) (State, error) {
 	return State{}, errDown
 }
+func (downThrottle) States(context.Context, string, Override) (State, State, error) {
+	return State{}, State{}, errDown
+}
 
 func TestFailOpenAdmitsAndCounts(t *testing.T) {
 	f := NewFailOpen(downThrottle{}, nil)

@@ -239,6 +239,15 @@ func (p *PostgresThrottle) state(ctx context.Context, inboxID string, o Override
 	return in.windows(now, p.limits.inbox.with(o)).state(now), nil
 }
 
+// States implements Throttle: both from one snapshot.
+func (p *PostgresThrottle) States(ctx context.Context, inboxID string, o Override) (State, State, error) {
+	now, g, in, err := p.snapshot(ctx, inboxID)
+	if err != nil {
+		return State{}, State{}, p.unavailable(err)
+	}
+	return g.windows(now, p.limits.global).state(now), in.windows(now, p.limits.inbox.with(o)).state(now), nil
+}
+
 type pgTicket struct {
 	p            *PostgresThrottle
 	id           int64

@@ -166,6 +166,23 @@ func (r *RedisThrottle) state(ctx context.Context, inboxID string, lim Limits) (
 	return s.windows(now, lim).state(now), nil
 }
 
+// States implements Throttle: both scopes in one script call.
+func (r *RedisThrottle) States(ctx context.Context, inboxID string, o Override) (State, State, error) {
+	keys := r.keys("")
+	if inboxID != "" {
+		keys = append(keys, r.keys(inboxID)...)
+	}
+	res, err := stateScript.Run(ctx, r.rdb, keys, r.offsetMicros()).Slice()
+	if err != nil {
+		return State{}, State{}, r.unavailable(err)
+	}
+	now, g, in, err := parseScopes(res)
+	if err != nil {
+		return State{}, State{}, r.unavailable(err)
+	}
+	return g.windows(now, r.limits.global).state(now), in.windows(now, r.limits.inbox.with(o)).state(now), nil
+}
+
 // parseScopes reads now (µs) and one or two scopes' raw state — minute
 // hash, hour hash, reservations with scores, each a flat list — as the
 // scripts return them; now comes back in ns.

@@ -96,10 +96,15 @@ end
 return {1, now, id, gm + 1, gh + 1}
 `)
 
-// stateScript: KEYS m h r of one scope; ARGV offset. {now, m, h, r}.
+// stateScript: KEYS m h r of one or two scopes; ARGV offset.
+// {now, m, h, r, [m, h, r]}.
 var stateScript = redis.NewScript(luaScope + `
-local _, _, raw = scope(KEYS[1], KEYS[2], KEYS[3])
-return {now, raw[1], raw[2], raw[3]}
+local out = {now}
+for i = 1, #KEYS, 3 do
+  local _, _, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2])
+  out[#out + 1], out[#out + 2], out[#out + 3] = raw[1], raw[2], raw[3]
+end
+return out
 `)
 
 // commitScript: KEYS global m h r, [inbox m h r]; ARGV offset, id, inbox

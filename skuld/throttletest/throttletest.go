@@ -194,6 +194,13 @@ func testCommitCounts(t *testing.T, b Backend) {
 	if st.PerMinute.ResetSeconds < 59 || st.PerMinute.ResetSeconds > 62 {
 		t.Fatalf("per-minute reset = %d s, want about 61", st.PerMinute.ResetSeconds)
 	}
+	g, in, err := th.States(ctx, "a", skuld.Override{})
+	if err != nil {
+		t.Fatalf("States: %v", err)
+	}
+	if g.PerMinute.Used != 1 || g.PerMinute.InFlight != 1 || in.PerMinute != (skuld.WindowState{}) {
+		t.Fatalf("States = %+v, %+v; want the global state above and an untouched inbox", g.PerMinute, in.PerMinute)
+	}
 	commit(t, held)
 	if st := state(t, th, ""); st.PerHour.Used != 2 || st.PerHour.InFlight != 0 || st.PerHour.Remaining != 8 {
 		t.Fatalf("per-hour state = %+v, want used 2, remaining 8", st.PerHour)
