@@ -59,10 +59,12 @@ type UnavailableError struct {
 	Err     error
 }
 
+// Error names the backend and the cause.
 func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("skuld: throttle backend %s unavailable: %v", e.Backend, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // MemoryThrottle is the Throttle of one server: a GlobalRateLimiter read

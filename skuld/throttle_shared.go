@@ -86,8 +86,3 @@ func newSharedLimits(global, inbox Limits) sharedLimits {
 	mustNotBeNegative(inbox)
 	return sharedLimits{global: global, inbox: inbox}
 }
-
-// lease is a reservation's deadline on the backend's axis.
-func leaseDeadline(now int64, lease, margin time.Duration) int64 {
-	return now + int64(max(lease, 0)+max(margin, 0))
-}
