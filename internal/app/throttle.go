@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,9 @@ type throttle struct {
 	lock  *store.ServerLock // memory on PostgreSQL: this server is the only one
 	db    *sql.DB           // postgres: the throttle's own small pool
 	redis *redis.Client     // redis
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // sharedPoolSize bounds the throttle's PostgreSQL connections per server:
@@ -95,17 +99,17 @@ func (t *throttle) Close() error {
 	if t == nil {
 		return nil
 	}
-	var errs []error
-	errs = append(errs, t.lock.Release())
-	if t.db != nil {
-		errs = append(errs, t.db.Close())
-	}
-	if t.redis != nil {
-		if err := t.redis.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
-			errs = append(errs, err)
+	t.closeOnce.Do(func() {
+		errs := []error{t.lock.Release()}
+		if t.db != nil {
+			errs = append(errs, t.db.Close())
 		}
-	}
-	return errors.Join(errs...)
+		if t.redis != nil {
+			errs = append(errs, t.redis.Close())
+		}
+		t.closeErr = errors.Join(errs...)
+	})
+	return t.closeErr
 }
 
 // keyLease is, with a shared backend, how long another server may still be
