@@ -14,9 +14,11 @@ run:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nornweave ./cmd/nornweave
 
-## test: the whole suite with the race detector (needs PostgreSQL; started if local and down)
+## test: the whole suite with the race detector (needs PostgreSQL and Redis; started if local and
+## down, Redis installed if missing)
 test:
 	@./scripts/ensure-postgres.sh
+	@./scripts/ensure-redis.sh
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 
 ## lint: formatting and vet
@@ -29,6 +31,7 @@ lint:
 ## hosted providers, search over 100k messages), then peak memory of 8 concurrent maximum-size sends
 bench:
 	@./scripts/ensure-postgres.sh
+	@./scripts/ensure-redis.sh
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m $(PKGS)
 	NORNWEAVE_MEMTEST_FULL=1 $(GO) test -run='^TestConcurrentMaxSizeSendsBoundedMemory$$' -count=1 -v ./tests/ | grep -E 'memory_test|^(ok|FAIL|---)'
 

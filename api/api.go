@@ -40,11 +40,12 @@ type Sender interface {
 	Send(ctx context.Context, req skuld.SendRequest) (*store.Message, error)
 }
 
-// Limiter reports the state of the send throttle at a monotonic instant:
-// the global windows, and an inbox's.
+// Limiter reports the state of the send throttle: the global windows, and
+// an inbox's. A shared backend may fail (*skuld.UnavailableError).
 type Limiter interface {
-	State(now time.Duration) skuld.State
-	InboxState(now time.Duration, inboxID string, o skuld.Override) skuld.State
+	State(ctx context.Context) (skuld.State, error)
+	InboxState(ctx context.Context, inboxID string, o skuld.Override) (skuld.State, error)
+	States(ctx context.Context, inboxID string, o skuld.Override) (global, inbox skuld.State, err error)
 }
 
 // Options configures the API. Store, Sender and Limiter are required.
@@ -90,6 +91,11 @@ type Options struct {
 	// SearchTimeout bounds one search (POST /v1/search, GET /v1/messages?q=);
 	// 0 means 10 s.
 	SearchTimeout time.Duration
+	// KeyLease, when several servers share the database, is how long a
+	// key claimed by another server may still be in flight there: until
+	// then it is that server's (409), not abandoned. 0 (one server): a key
+	// of another process belongs to a server that stopped.
+	KeyLease time.Duration
 }
 
 // API holds the handlers' dependencies.

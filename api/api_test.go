@@ -27,7 +27,7 @@ type fakeSender func() (*store.Message, error)
 func (f fakeSender) Send(context.Context, skuld.SendRequest) (*store.Message, error) { return f() }
 
 func newTestAPI(sender fakeSender, apiKey string) http.Handler {
-	return New(Options{Store: fakeStore{}, Sender: sender, Limiter: skuld.NewGlobalRateLimiter(5, 0),
+	return New(Options{Store: fakeStore{}, Sender: sender, Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(5, 0), skuld.NewSystemClock()),
 		APIKey: apiKey, CORSOrigins: []string{"https://app.example"}, AttachmentMaxSize: 1 << 20,
 		AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2, EmailDomain: "acme.test"})
 }

@@ -74,6 +74,7 @@ func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 		nf      *skuld.NotFoundError
 		blocked *skuld.BlockedError
 		rl      *skuld.RateLimitedError
+		down    *skuld.UnavailableError
 		he      *echo.HTTPError
 	)
 	switch {
@@ -89,6 +90,13 @@ func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds()))
 		return http.StatusTooManyRequests, rateLimitedBody{Detail: rl.Error(), Code: "rate_limited",
 			RetryAfter: rl.RetryAfterSeconds(), Violated: rl.Windows()}
+	case errors.As(err, &down):
+		// THROTTLE_FAIL=closed: nothing was sent; the cause is logged.
+		a.logger.ErrorContext(c.Request().Context(), "throttle backend unreachable; refusing the request",
+			slog.String("backend", down.Backend), slog.Any("error", down.Err))
+		c.Response().Header().Set("Retry-After", throttleDownRetryAfter)
+		return http.StatusServiceUnavailable, errorBody{Detail: "Send throttle unavailable; retry shortly",
+			Code: "throttle_unavailable"}
 	case errors.Is(err, skuld.ErrShuttingDown):
 		return http.StatusServiceUnavailable, errorBody{Detail: "Server is shutting down; retry shortly", Code: "shutting_down"}
 	case errors.Is(err, store.ErrNotFound):
@@ -128,3 +136,8 @@ func (a *API) httpErrorResponse(he *echo.HTTPError) (int, any) {
 	}
 	return he.Code, errorBody{Detail: http.StatusText(he.Code), Code: "http_" + strconv.Itoa(he.Code)}
 }
+
+// throttleDownRetryAfter is the Retry-After of a 503 for an unreachable
+// throttle backend: long enough not to hammer it, short enough to resume
+// soon after it is back.
+const throttleDownRetryAfter = "5"

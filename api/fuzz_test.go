@@ -41,7 +41,7 @@ func FuzzDecodeSend(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		c := &capture{}
-		h := New(Options{Store: fakeStore{}, Sender: c, Limiter: skuld.NewGlobalRateLimiter(0, 0),
+		h := New(Options{Store: fakeStore{}, Sender: c, Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
 			AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 3})
 		req := httptest.NewRequest("POST", "/v1/messages", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

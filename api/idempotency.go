@@ -85,7 +85,7 @@ func (a *API) sendIdempotent(c echo.Context, key, hash string, req skuld.SendReq
 				"Idempotency-Key was already used with a different request")
 		case held.StatusCode != nil:
 			return replay(c, *held.StatusCode, []byte(deref(held.ResponseBody)))
-		case held.Owner == a.instance:
+		case held.Owner == a.instance || now.Sub(held.CreatedAt) < a.KeyLease:
 			return newError(http.StatusConflict, "idempotency_key_in_flight",
 				"A request with this Idempotency-Key is still in progress; retry shortly")
 		}

@@ -64,7 +64,10 @@ func (a *API) inboxRateLimit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	st := a.Limiter.InboxState(a.Clock.Mono(), in.ID, skuld.InboxOverride(in))
+	st, err := a.Limiter.InboxState(c.Request().Context(), in.ID, skuld.InboxOverride(in))
+	if err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, rateLimitResponse{PerMinute: toWindow(st.PerMinute), PerHour: toWindow(st.PerHour)})
 }
 

@@ -44,7 +44,7 @@ func (slowStore) MessageBodies(context.Context, []string, bool) (map[string]stor
 
 func newSlowAPI(timeout time.Duration) (http.Handler, slowStore) {
 	st := slowStore{stopped: make(chan error, 1)}
-	return New(Options{Store: st, Sender: fakeSender(nil), Limiter: skuld.NewGlobalRateLimiter(0, 0),
+	return New(Options{Store: st, Sender: fakeSender(nil), Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
 		SearchTimeout: timeout}), st
 }
 
@@ -102,7 +102,7 @@ func TestInFlightBudgetSerializesLargeRequests(t *testing.T) {
 		<-release
 		return &store.Message{ID: "m", Status: "sent"}, nil
 	})
-	o := Options{Store: fakeStore{}, Sender: sender, Limiter: skuld.NewGlobalRateLimiter(0, 0),
+	o := Options{Store: fakeStore{}, Sender: sender, Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
 		AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2,
 		RequestsInFlight: 1} // raised to one request limit
 	h := New(o)
@@ -169,7 +169,7 @@ func TestLongThreadIsReadInBatches(t *testing.T) {
 	var maxBatch int64
 	const n = 40
 	h := New(Options{Store: threadStore{n: n, maxBatch: &maxBatch}, Sender: fakeSender(nil),
-		Limiter: skuld.NewGlobalRateLimiter(0, 0)})
+		Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock())})
 	rec := serve(h, "GET", "/v1/threads/t", "")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("got %d %.200s", rec.Code, rec.Body)

@@ -10,10 +10,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/store"
 )
 
 func (a *API) rateLimit(c echo.Context) error {
-	st := a.Limiter.State(a.Clock.Mono())
+	st, err := a.Limiter.State(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, rateLimitResponse{
 		PerMinute: toWindow(st.PerMinute),
 		PerHour:   toWindow(st.PerHour),
@@ -41,16 +45,34 @@ type headerWindow struct {
 // configuredWindows lists the limited windows that apply to a send from
 // inboxID ("" for none): the global ones, then the inbox's.
 func (a *API) configuredWindows(c echo.Context, inboxID string) []headerWindow {
-	now := a.Clock.Mono()
+	ctx := c.Request().Context()
 	type named struct {
 		prefix string
 		st     skuld.State
 	}
-	sets := []named{{"", a.Limiter.State(now)}}
+	// A throttle backend that cannot be asked leaves the headers out of
+	// an answer decided without them (a 503, or a send under
+	// THROTTLE_FAIL=open).
+	var (
+		sets []named
+		in   *store.Inbox
+		err  error = store.ErrNotFound
+	)
 	if inboxID != "" {
-		if in, err := a.Store.Inbox(c.Request().Context(), inboxID); err == nil {
-			sets = append(sets, named{"inbox ", a.Limiter.InboxState(now, in.ID, skuld.InboxOverride(in))})
+		in, err = a.Store.Inbox(ctx, inboxID)
+	}
+	if err == nil {
+		g, is, err := a.Limiter.States(ctx, in.ID, skuld.InboxOverride(in))
+		if err != nil {
+			return nil
 		}
+		sets = []named{{"", g}, {"inbox ", is}}
+	} else {
+		st, err := a.Limiter.State(ctx)
+		if err != nil {
+			return nil
+		}
+		sets = []named{{"", st}}
 	}
 	var out []headerWindow
 	for _, set := range sets {

@@ -89,7 +89,7 @@ func TestRequestIDAcceptedOnlyIfSafe(t *testing.T) {
 
 func TestAuthFailuresThrottled(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_700_000_000, 0))
-	h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Limiter: skuld.NewGlobalRateLimiter(0, 0),
+	h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
 		APIKey: "key", AuthFailureLimit: 3, Clock: clock,
 		AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20})
 	get := func(remote, key string) *httptest.ResponseRecorder {
@@ -193,7 +193,7 @@ func TestCutBodyIsNotAnError(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recordLevels{}
-			h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Limiter: skuld.NewGlobalRateLimiter(0, 0),
+			h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
 				Logger: slog.New(rec), AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20})
 			srv := httptest.NewUnstartedServer(h)
 			srv.Config.ReadTimeout = 300 * time.Millisecond

@@ -139,7 +139,7 @@ func (l *GlobalRateLimiter) ReserveInbox(now, lease time.Duration, inboxID strin
 		refused = refused || full[i][0] || full[i][1]
 	}
 	if refused {
-		err := l.refusal(t, sets, full)
+		err := refusal(t, sets, full)
 		l.mu.Unlock()
 		return Reservation{}, err
 	}
@@ -185,8 +185,9 @@ func (l *GlobalRateLimiter) sweep(t int64) {
 	}
 }
 
-// refusal builds the error for the full windows; l.mu must be held.
-func (l *GlobalRateLimiter) refusal(t int64, sets [2]*windows, full [2][2]bool) *RateLimitedError {
+// refusal builds the error for the full windows; their lock, if any, must
+// be held.
+func refusal(t int64, sets [2]*windows, full [2][2]bool) *RateLimitedError {
 	e := &RateLimitedError{Violations: make([]Violation, 0, 2)}
 	for i, prefix := range [2]string{"", "inbox "} {
 		w := sets[i]

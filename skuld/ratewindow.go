@@ -72,6 +72,24 @@ func (w *window) add(now int64) {
 	w.used++
 }
 
+// addBucket counts n sends in bucket b, as read from a shared backend;
+// advance must have run. A bucket after now's (the backend's clock stepped
+// back since it was written) counts as now's: the sends in it were made
+// no later than now in real time, so they still leave no sooner than they
+// should.
+func (w *window) addBucket(now, b int64, n int) {
+	b = min(b, floorDiv(now, w.width))
+	if b < w.lo || n <= 0 {
+		return
+	}
+	s := &w.slots[b&(ringSize-1)]
+	if s.idx != b {
+		s.idx, s.count = b, 0
+	}
+	s.count += n
+	w.used += n
+}
+
 func (w *window) counted() int { return w.used + w.inFlight }
 
 func (w *window) full() bool { return w.limit > 0 && w.counted() >= w.limit }

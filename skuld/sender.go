@@ -50,11 +50,13 @@ type SendRequest struct {
 	Attachments     []providers.Attachment
 }
 
-// Options configures a Sender. Store, Provider and Limiter are required.
+// Options configures a Sender. Store, Provider and a Throttle (or a
+// Limiter, which is then used on Clock as a MemoryThrottle) are required.
 type Options struct {
 	Store    Store
 	Provider Provider
 	Limiter  *GlobalRateLimiter
+	Throttle Throttle      // set: used instead of Limiter
 	Filter   *DomainFilter // nil allows every domain
 	Renderer *Renderer     // nil: a default Renderer
 	Logger   *slog.Logger
@@ -107,6 +109,9 @@ func NewSender(o Options) *Sender {
 	if o.Clock == nil {
 		o.Clock = NewSystemClock()
 	}
+	if o.Throttle == nil {
+		o.Throttle = NewMemoryThrottle(o.Limiter, o.Clock)
+	}
 	if o.SendTimeout <= 0 {
 		o.SendTimeout = 60 * time.Second
 	}
@@ -150,7 +155,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	}
 
 	b := s.budget(m.Size)
-	res, err := s.o.Limiter.ReserveInbox(b.reserved, b.lease, inbox.ID, InboxOverride(inbox))
+	res, err := s.o.Throttle.ReserveInbox(ctx, b.lease, inbox.ID, InboxOverride(inbox))
 	if err != nil {
 		var rl *RateLimitedError
 		if errors.As(err, &rl) {
@@ -175,7 +180,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	}
 	slot := &store.SendSlot{ReservedAt: now, Deadline: now.Add(b.lease)}
 	if err := s.o.Store.CreateMessage(ctx, m, atts, newThread, slot); err != nil {
-		res.Release()
+		s.settle(ctx, res.Release, m.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			// The inbox (and so its threads) was deleted since it was loaded.
 			return nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
@@ -211,7 +216,7 @@ func (s *Sender) budget(size int) budget {
 // budget, then settles the reservation and records the outcome, on every
 // path: success counts, a failure that may have delivered counts, and only
 // a certain failure gives the slot back.
-func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *store.Message, inbox *store.Inbox, req SendRequest) {
+func (s *Sender) deliver(ctx context.Context, res Ticket, b budget, m *store.Message, inbox *store.Inbox, req SendRequest) {
 	pm := providerMessage(m, inbox, req)
 	var (
 		providerID string
@@ -237,14 +242,14 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 	var out store.Outcome
 	switch {
 	case sendErr == nil:
-		res.Commit(s.o.Clock.Mono())
+		s.settle(ctx, res.Commit, m.ID)
 		out = store.Outcome{Status: store.StatusSent, ProviderMessageID: &providerID, SentAt: &now, CountedAt: &now}
 		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeSent)
 		s.o.Logger.InfoContext(ctx, "message sent", slog.String("message_id", m.ID),
 			slog.String("provider", s.o.Provider.Name()))
 	case deliveryUnknown(sendErr):
 		// It may have gone out: it counts, now and after any restart.
-		res.Commit(s.o.Clock.Mono())
+		s.settle(ctx, res.Commit, m.ID)
 		msg := userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg, CountedAt: &now}
 		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeUnknown)
@@ -252,7 +257,7 @@ func (s *Sender) deliver(ctx context.Context, res Reservation, b budget, m *stor
 			slog.String("provider", s.o.Provider.Name()), slog.String("cause", providers.Cause(sendErr)),
 			slog.Any("error", sendErr))
 	default:
-		res.Release()
+		s.settle(ctx, res.Release, m.ID)
 		msg := userError(sendErr)
 		out = store.Outcome{Status: store.StatusFailed, Error: &msg}
 		s.o.Observer.SendFinished(s.o.Provider.Name(), OutcomeFailed)

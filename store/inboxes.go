@@ -117,6 +117,7 @@ type inboxCache struct {
 	mu  sync.RWMutex
 	m   map[string]Inbox
 	gen uint64
+	off bool // other servers write the database too: see ShareDatabase
 }
 
 // get returns the cached inbox, or the generation to pass to put after
@@ -125,13 +126,13 @@ func (c *inboxCache) get(id string) (Inbox, uint64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	in, ok := c.m[id]
-	return in, c.gen, ok
+	return in, c.gen, ok && !c.off
 }
 
 func (c *inboxCache) put(in Inbox, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen {
+	if gen != c.gen || c.off {
 		return
 	}
 	if c.m == nil || len(c.m) >= inboxCacheMax {

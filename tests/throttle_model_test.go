@@ -169,8 +169,8 @@ func (panicky) Send(context.Context, providers.Message) (string, error) {
 func TestProviderPanicIsSettled(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		st := openMigrated(t, driver)
-		lim := skuld.NewGlobalRateLimiter(1, 0)
-		sender := skuld.NewSender(skuld.Options{Store: st, Provider: panicky{}, Limiter: lim})
+		lim := skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(1, 0), skuld.NewSystemClock())
+		sender := skuld.NewSender(skuld.Options{Store: st, Provider: panicky{}, Throttle: lim})
 		srv := httptest.NewServer(api.New(api.Options{Store: st, Sender: sender, Limiter: lim,
 			EmailDomain: "acme.test", AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 1}))
 		t.Cleanup(srv.Close)

@@ -37,7 +37,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	var ch *child
 	if o.spawn != "" {
 		sc := spawnConfig{binary: o.spawn, db: o.db, databaseURL: o.databaseURL, provider: o.provider,
-			perMinute: o.perMinute, perHour: o.perHour, apiKey: o.apiKey}
+			perMinute: o.perMinute, perHour: o.perHour, apiKey: o.apiKey, extraEnv: o.serverEnv}
 		if sk != nil {
 			sc.sinkAddr = sk.Addr()
 		}

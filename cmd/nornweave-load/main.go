@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -44,6 +45,7 @@ type options struct {
 	provider     string
 	perMinute    int
 	perHour      int
+	serverEnv    []string // extra KEY=VALUE settings of the spawned server
 	sinkListener net.Listener
 }
 
@@ -86,6 +88,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.provider, "provider", "smtp", "spawned server's EMAIL_PROVIDER: smtp (to the sink) or demo")
 	fs.IntVar(&o.perMinute, "per-minute", 0, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE of the spawned server; also the overshoot check")
 	fs.IntVar(&o.perHour, "per-hour", 0, "GLOBAL_SEND_RATE_LIMIT_PER_HOUR of the spawned server; also the overshoot check")
+	fs.Func("server-env", "KEY=VALUE added to the spawned server's environment (repeatable), "+
+		"e.g. THROTTLE_BACKEND=redis", func(kv string) error {
+		if !strings.Contains(kv, "=") {
+			return errors.New("want KEY=VALUE")
+		}
+		o.serverEnv = append(o.serverEnv, kv)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

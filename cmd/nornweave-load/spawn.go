@@ -36,6 +36,7 @@ type spawnConfig struct {
 	perMinute   int
 	perHour     int
 	apiKey      string
+	extraEnv    []string // KEY=VALUE, after the defaults
 }
 
 // child is a running server process.
@@ -73,6 +74,7 @@ func childEnv(c spawnConfig, dir string, port int) []string {
 		"HOST=127.0.0.1",
 		"PORT="+strconv.Itoa(port),
 	)
+	env = append(env, c.extraEnv...)
 	if c.sinkAddr != nil {
 		env = append(env, "SMTP_HOST="+c.sinkAddr.IP.String(),
 			"SMTP_PORT="+strconv.Itoa(c.sinkAddr.Port), "SMTP_USE_TLS=false")

@@ -101,6 +101,8 @@ type Config struct {
 	HTMLMaxSizeMB        int `envconfig:"HTML_MAX_SIZE_MB" default:"2"`
 	RequestsInFlightMB   int `envconfig:"REQUESTS_IN_FLIGHT_MB" default:"64"`
 	SearchTimeoutSeconds int `envconfig:"SEARCH_TIMEOUT_SECONDS" default:"10"`
+	// Several servers sharing one throttle (issue 11); see throttle.go.
+	Throttle
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -140,6 +142,7 @@ func (c *Config) normalize() {
 	c.LogLevel = strings.ToLower(strings.TrimSpace(c.LogLevel))
 	c.LogFormat = strings.ToLower(strings.TrimSpace(c.LogFormat))
 	c.EmailDomain = strings.ToLower(strings.TrimSpace(c.EmailDomain))
+	c.Throttle.normalize()
 }
 
 // Validate reports every problem that must stop the server from starting,
@@ -251,6 +254,7 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, c.validateThrottle()...)
 	return errors.Join(errs...)
 }
 

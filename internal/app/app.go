@@ -33,6 +33,7 @@ type App struct {
 	store    *store.Store
 	provider provider
 	limiter  *skuld.GlobalRateLimiter
+	throttle *throttle
 	sender   *skuld.Sender
 	clock    skuld.Clock
 	api      *api.Server
@@ -81,16 +82,25 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	}
 	a.limiter = skuld.NewGlobalRateLimiter(cfg.SendRateLimitPerMinute, cfg.SendRateLimitPerHour)
 	a.limiter.SetInboxDefaults(cfg.InboxSendRateLimitPerMinute, cfg.InboxSendRateLimitPerHour)
-	if err := a.restoreThrottle(ctx); err != nil {
+	if a.throttle, err = newThrottle(ctx, cfg, st, a.limiter, a.clock, logger); err != nil {
 		a.closeAll()
 		return nil, err
 	}
-	a.metrics = metrics.New(version, a.limiter, a.clock)
-	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Limiter: a.limiter,
+	// A shared backend's reservations are its record; send_log's restore
+	// is the in-memory limiter's, and resolving "interrupted" sends at
+	// start would fail those of the other servers still running.
+	if a.throttle.shared() {
+		st.ShareDatabase()
+	} else if err := a.restoreThrottle(ctx); err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	a.metrics = metrics.New(version, a.throttle, a.clock)
+	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle,
 		Filter: filter, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, RetryDeadline: cfg.SendRetryDeadline})
 	a.api = api.New(api.Options{
-		Store: st, Sender: a.sender, Limiter: a.limiter, Logger: logger,
+		Store: st, Sender: a.sender, Limiter: a.throttle, Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
@@ -102,6 +112,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		HTMLMaxSize:            int64(cfg.HTMLMaxSizeMB) << 20,
 		RequestsInFlight:       int64(cfg.RequestsInFlightMB) << 20,
 		SearchTimeout:          time.Duration(cfg.SearchTimeoutSeconds) * time.Second,
+		KeyLease:               a.throttle.keyLease(cfg),
 	})
 	return a, nil
 }
@@ -222,5 +233,6 @@ func (a *App) closeAll() error {
 	if a.provider != nil {
 		errs = append(errs, a.provider.Close())
 	}
+	errs = append(errs, a.throttle.Close())
 	return errors.Join(append(errs, a.store.Close())...)
 }

@@ -18,6 +18,11 @@ const janitorEvery = 5 * time.Minute
 // longer than the hour window plus its bucket, which a restart reads back.
 const sendLogKeep = 62 * time.Minute
 
+// expiredGrace is how long past its deadline a send in flight is left to
+// its server before the janitor resolves it: the servers' wall clocks may
+// disagree a little.
+const expiredGrace = 2 * time.Minute
+
 // janitor prunes what nothing can use any more: sends older than every
 // throttle window and idempotency keys past their 24 h. It runs once at
 // start and then every janitorEvery until Stop.
@@ -56,6 +61,13 @@ func (j *janitor) prune() {
 	now := j.clock.Now()
 	if _, err := j.store.PruneSendLog(ctx, now.Add(-sendLogKeep)); err != nil {
 		j.logger.Error("prune send log", slog.Any("error", err))
+	}
+	// Sends of a server that died, past their deadline: safe on every
+	// server, since a live one settles its sends by their deadline.
+	if n, err := j.store.ResolveExpiredSends(ctx, now.Add(-expiredGrace)); err != nil {
+		j.logger.Error("resolve expired sends", slog.Any("error", err))
+	} else if n > 0 {
+		j.logger.Warn("sends of a stopped server counted and marked failed", slog.Int64("messages", n))
 	}
 	if _, err := j.store.PruneIdempotencyKeys(ctx, now.Add(-api.KeyTTL)); err != nil {
 		j.logger.Error("prune idempotency keys", slog.Any("error", err))

@@ -10,6 +10,7 @@
 package metrics
 
 import (
+	"context"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -24,10 +25,14 @@ import (
 
 const namespace = "nornweave"
 
-// Limiter is the throttle whose windows are reported.
+// Limiter is the throttle whose windows are reported: skuld.Throttle, of
+// whichever backend.
 type Limiter interface {
-	State(now time.Duration) skuld.State
+	State(ctx context.Context) (skuld.State, error)
 }
+
+// stateTimeout bounds reading a shared backend's windows at a scrape.
+const stateTimeout = 2 * time.Second
 
 // Metrics holds every metric of one server. It is safe for concurrent use.
 type Metrics struct {
@@ -141,7 +146,12 @@ func (c *windowCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *windowCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.limiter.State(c.clock.Mono())
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	st, err := c.limiter.State(ctx)
+	if err != nil {
+		return // a shared backend that cannot be read: no window gauges this scrape
+	}
 	for _, w := range []struct {
 		name string
 		s    skuld.WindowState

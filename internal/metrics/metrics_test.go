@@ -16,7 +16,7 @@ import (
 func TestMetricsCountAndWindowsReadAtScrape(t *testing.T) {
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	lim := skuld.NewGlobalRateLimiter(5, 100)
-	m := New("v1.2.3", lim, clock)
+	m := New("v1.2.3", skuld.NewMemoryThrottle(lim, clock), clock)
 
 	m.SendFinished("smtp", skuld.OutcomeSent)
 	m.SendFinished("smtp", skuld.OutcomeFailed)

@@ -1,0 +1,250 @@
+package skuld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisThrottle is a Throttle whose windows live in Redis, shared by every
+// server that uses the same Redis and key prefix. Each reserve, commit and
+// release is one Lua script, atomic in Redis, stamped by Redis's own TIME.
+//
+// Per scope (the global windows, or one inbox) it keeps two hashes of
+// counted sends per bucket (1 s and 1 min buckets) and a sorted set of the
+// reservations in flight scored by their deadline. A script that meets a
+// reservation past its deadline (its server died) counts it at the deadline
+// and removes it. An inbox's keys expire after an idle hour, so Redis
+// follows the inboxes in use.
+//
+// It is safe for concurrent use, by goroutines and by servers.
+type RedisThrottle struct {
+	rdb    redis.UniversalClient
+	prefix string
+	limits sharedLimits
+	margin time.Duration
+	offset func() time.Duration
+}
+
+// RedisOptions configures a RedisThrottle.
+type RedisOptions struct {
+	Global, Inbox Limits        // the global limits and the inbox defaults
+	KeyPrefix     string        // every key starts with it; "" is "nornweave:throttle"
+	LeaseMargin   time.Duration // 0: DefaultLeaseMargin
+	// ClockOffset, if set, is added to Redis's clock at every reading;
+	// for tests only.
+	ClockOffset func() time.Duration
+}
+
+// NewRedisClient connects (lazily) to the Redis at url, a redis://,
+// rediss:// or unix:// URL, with timeouts short enough that an unreachable
+// Redis turns into the fail policy within seconds, not a hung request.
+func NewRedisClient(url string) (*redis.Client, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("skuld: REDIS_URL: %w", err)
+	}
+	if o.DialTimeout == 0 || o.DialTimeout > 2*time.Second {
+		o.DialTimeout = 2 * time.Second
+	}
+	if o.ReadTimeout == 0 || o.ReadTimeout > 2*time.Second {
+		o.ReadTimeout, o.WriteTimeout = 2*time.Second, 2*time.Second
+	}
+	o.MaxRetries = 1
+	return redis.NewClient(o), nil
+}
+
+// NewRedisThrottle returns a RedisThrottle over rdb.
+func NewRedisThrottle(rdb redis.UniversalClient, o RedisOptions) *RedisThrottle {
+	if o.LeaseMargin <= 0 {
+		o.LeaseMargin = DefaultLeaseMargin
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "nornweave:throttle"
+	}
+	// One hash tag: every key of a deployment in one Cluster slot, as a
+	// script touching several keys needs.
+	return &RedisThrottle{rdb: rdb, prefix: "{" + o.KeyPrefix + "}", limits: newSharedLimits(o.Global, o.Inbox),
+		margin: o.LeaseMargin, offset: o.ClockOffset}
+}
+
+// keys returns a scope's three keys: minute buckets, hour buckets,
+// reservations.
+func (r *RedisThrottle) keys(inboxID string) []string {
+	s := r.prefix + ":g"
+	if inboxID != "" {
+		s = r.prefix + ":i:" + inboxID
+	}
+	return []string{s + ":m", s + ":h", s + ":r"}
+}
+
+func (r *RedisThrottle) scopeKeys(inboxID string) []string {
+	k := append([]string{r.prefix + ":seq"}, r.keys("")...)
+	if inboxID != "" {
+		k = append(k, r.keys(inboxID)...)
+	}
+	return k
+}
+
+func (r *RedisThrottle) offsetMicros() int64 {
+	if r.offset == nil {
+		return 0
+	}
+	return r.offset().Microseconds()
+}
+
+// inboxTTL is how long an inbox's keys outlive its last write: the hour
+// window, its last bucket, and the longest lease.
+func inboxTTL(lease time.Duration) int64 {
+	return (time.Hour + 2*time.Minute + lease).Milliseconds()
+}
+
+func (r *RedisThrottle) unavailable(err error) error {
+	return &UnavailableError{Backend: "redis", Err: err}
+}
+
+// ReserveInbox implements Throttle.
+func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, inboxID string, o Override) (Ticket, error) {
+	lim := r.limits.inbox.with(o)
+	full := max(lease, 0) + r.margin
+	res, err := reserveScript.Run(ctx, r.rdb, r.scopeKeys(inboxID), r.offsetMicros(), full.Microseconds(),
+		r.limits.global.PerMinute, r.limits.global.PerHour, lim.PerMinute, lim.PerHour, inboxTTL(full)).Slice()
+	if err != nil {
+		return nil, r.unavailable(err)
+	}
+	if len(res) < 2 {
+		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
+	}
+	if admitted, _ := res[0].(int64); admitted == 1 {
+		id, _ := res[2].(int64)
+		gm, _ := res[3].(int64)
+		gh, _ := res[4].(int64)
+		return &redisTicket{r: r, id: strconv.FormatInt(id, 10), inboxID: inboxID, ttl: inboxTTL(full),
+			minute: int(gm), hour: int(gh)}, nil
+	}
+	now, g, in, err := parseScopes(res[1:])
+	if err != nil {
+		return nil, r.unavailable(err)
+	}
+	gw := g.windows(now, r.limits.global)
+	var iw *windows
+	if inboxID != "" {
+		iw = in.windows(now, lim)
+	}
+	if rl := judge(now, gw, iw); rl != nil {
+		return nil, rl
+	}
+	// The script and the windows apply the same bucket rule; reaching
+	// here would be a bug in one of them. Refuse for the least time.
+	return nil, &RateLimitedError{RetryAfter: time.Second,
+		Violations: []Violation{{Window: "per-minute", Limit: r.limits.global.PerMinute, RetryAfter: time.Second}}}
+}
+
+// State implements Throttle.
+func (r *RedisThrottle) State(ctx context.Context) (State, error) {
+	return r.state(ctx, "", r.limits.global)
+}
+
+// InboxState implements Throttle.
+func (r *RedisThrottle) InboxState(ctx context.Context, inboxID string, o Override) (State, error) {
+	return r.state(ctx, inboxID, r.limits.inbox.with(o))
+}
+
+func (r *RedisThrottle) state(ctx context.Context, inboxID string, lim Limits) (State, error) {
+	res, err := stateScript.Run(ctx, r.rdb, r.keys(inboxID), r.offsetMicros()).Slice()
+	if err != nil {
+		return State{}, r.unavailable(err)
+	}
+	now, s, _, err := parseScopes(res)
+	if err != nil {
+		return State{}, r.unavailable(err)
+	}
+	return s.windows(now, lim).state(now), nil
+}
+
+// States implements Throttle: both scopes in one script call.
+func (r *RedisThrottle) States(ctx context.Context, inboxID string, o Override) (State, State, error) {
+	keys := r.keys("")
+	if inboxID != "" {
+		keys = append(keys, r.keys(inboxID)...)
+	}
+	res, err := stateScript.Run(ctx, r.rdb, keys, r.offsetMicros()).Slice()
+	if err != nil {
+		return State{}, State{}, r.unavailable(err)
+	}
+	now, g, in, err := parseScopes(res)
+	if err != nil {
+		return State{}, State{}, r.unavailable(err)
+	}
+	return g.windows(now, r.limits.global).state(now), in.windows(now, r.limits.inbox.with(o)).state(now), nil
+}
+
+// parseScopes reads now (µs) and one or two scopes' raw state — minute
+// hash, hour hash, reservations with scores, each a flat list — as the
+// scripts return them; now comes back in ns.
+func parseScopes(res []any) (int64, *scopeState, *scopeState, error) {
+	if len(res) != 4 && len(res) != 7 {
+		return 0, nil, nil, fmt.Errorf("redis throttle: unexpected reply of %d items", len(res))
+	}
+	nowUS, ok := res[0].(int64)
+	if !ok {
+		return 0, nil, nil, errors.New("redis throttle: no time in reply")
+	}
+	scopes := [2]*scopeState{newScopeState(), newScopeState()}
+	for i := 0; 1+3*i < len(res); i++ {
+		s := scopes[i]
+		for j, dst := range []map[int64]int{s.minute, s.hour} {
+			kv, _ := res[1+3*i+j].([]any)
+			for k := 0; k+1 < len(kv); k += 2 {
+				b, err1 := strconv.ParseInt(fmt.Sprint(kv[k]), 10, 64)
+				n, err2 := strconv.Atoi(fmt.Sprint(kv[k+1]))
+				if err1 != nil || err2 != nil {
+					return 0, nil, nil, fmt.Errorf("redis throttle: bad bucket %v=%v", kv[k], kv[k+1])
+				}
+				dst[b] += n
+			}
+		}
+		zs, _ := res[3+3*i].([]any)
+		for k := 0; k+1 < len(zs); k += 2 {
+			d, err := strconv.ParseFloat(fmt.Sprint(zs[k+1]), 64)
+			if err != nil {
+				return 0, nil, nil, fmt.Errorf("redis throttle: bad deadline %v", zs[k+1])
+			}
+			s.deadlines = append(s.deadlines, int64(d)*1000)
+		}
+	}
+	return nowUS * 1000, scopes[0], scopes[1], nil
+}
+
+type redisTicket struct {
+	r            *RedisThrottle
+	id, inboxID  string
+	ttl          int64
+	minute, hour int
+}
+
+// Commit counts the send at Redis's clock in every scope where it is still
+// in flight; one reclaimed after its lease was counted then.
+func (t *redisTicket) Commit(ctx context.Context) error {
+	keys := t.r.scopeKeys(t.inboxID)[1:]
+	if err := commitScript.Run(ctx, t.r.rdb, keys, t.r.offsetMicros(), t.id, t.ttl).Err(); err != nil {
+		return t.r.unavailable(err)
+	}
+	return nil
+}
+
+// Release removes the reservation from every scope.
+func (t *redisTicket) Release(ctx context.Context) error {
+	keys := t.r.scopeKeys(t.inboxID)[1:]
+	if err := releaseScript.Run(ctx, t.r.rdb, keys, t.id).Err(); err != nil {
+		return t.r.unavailable(err)
+	}
+	return nil
+}
+
+func (t *redisTicket) MinuteCount() int { return t.minute }
+func (t *redisTicket) HourCount() int   { return t.hour }

@@ -1,0 +1,132 @@
+package skuld
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts of RedisThrottle. Times are microseconds since the Unix epoch
+// on Redis's clock (TIME) plus ARGV[1], the tests' offset; doubles hold
+// them exactly. A scope is three keys: minute buckets (hash: second →
+// sends), hour buckets (hash: minute → sends), reservations (sorted set:
+// id scored by deadline). A bucket counts until all of it has left the
+// window, as in the in-memory limiter: bucket b of width w counts while
+// b >= floor((now - span) / w).
+
+// luaScope is shared by the scripts: now, counting a send, and reading a
+// scope (reclaiming expired reservations and dropping old buckets first).
+const luaScope = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1])
+-- Lua prints numbers with 14 digits; times need 16.
+local function str(x)
+  return string.format('%.0f', x)
+end
+
+local function count(m, h, at)
+  redis.call('HINCRBY', m, str(math.floor(at / 1000000)), 1)
+  redis.call('HINCRBY', h, str(math.floor(at / 60000000)), 1)
+end
+
+local function buckets(key, lo)
+  local kv = redis.call('HGETALL', key)
+  local n, keep = 0, {}
+  for i = 1, #kv, 2 do
+    if tonumber(kv[i]) < lo then
+      redis.call('HDEL', key, kv[i])
+    else
+      n = n + tonumber(kv[i + 1])
+      keep[#keep + 1] = kv[i]
+      keep[#keep + 1] = kv[i + 1]
+    end
+  end
+  return n, keep
+end
+
+-- scope returns the minute and hour counts (in flight included) and the
+-- raw state: minute buckets, hour buckets, reservations with scores.
+local function scope(m, h, r)
+  local gone = redis.call('ZRANGEBYSCORE', r, '-inf', str(now), 'WITHSCORES')
+  for i = 1, #gone, 2 do
+    count(m, h, tonumber(gone[i + 1]))
+  end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', r, '-inf', str(now))
+  end
+  local um, km = buckets(m, math.floor((now - 60000000) / 1000000))
+  local uh, kh = buckets(h, math.floor((now - 3600000000) / 60000000))
+  local flights = redis.call('ZRANGE', r, 0, -1, 'WITHSCORES')
+  local inflight = #flights / 2
+  return um + inflight, uh + inflight, {km, kh, flights}
+end
+
+local function full(n, limit)
+  limit = tonumber(limit)
+  return limit > 0 and n >= limit
+end
+`
+
+// reserveScript: KEYS seq, global m h r, [inbox m h r]; ARGV offset,
+// lease (µs, margin included), global per-minute, per-hour, inbox
+// per-minute, per-hour, inbox key TTL (ms). Admitted: {1, now, id, global
+// minute count, global hour count} (counts include this send). Refused:
+// {0, now, global m, h, r, [inbox m, h, r]}, the raw state for Retry-After.
+var reserveScript = redis.NewScript(luaScope + `
+local gm, gh, graw = scope(KEYS[2], KEYS[3], KEYS[4])
+local refused = full(gm, ARGV[3]) or full(gh, ARGV[4])
+local iraw
+if #KEYS == 7 then
+  local im, ih
+  im, ih, iraw = scope(KEYS[5], KEYS[6], KEYS[7])
+  refused = refused or full(im, ARGV[5]) or full(ih, ARGV[6])
+end
+if refused then
+  local out = {0, now, graw[1], graw[2], graw[3]}
+  if iraw then
+    out[6], out[7], out[8] = iraw[1], iraw[2], iraw[3]
+  end
+  return out
+end
+local id = redis.call('INCR', KEYS[1])
+local deadline = now + tonumber(ARGV[2])
+redis.call('ZADD', KEYS[4], str(deadline), id)
+if #KEYS == 7 then
+  redis.call('ZADD', KEYS[7], str(deadline), id)
+  for i = 5, 7 do
+    redis.call('PEXPIRE', KEYS[i], ARGV[7])
+  end
+end
+return {1, now, id, gm + 1, gh + 1}
+`)
+
+// stateScript: KEYS m h r of one or two scopes; ARGV offset.
+// {now, m, h, r, [m, h, r]}.
+var stateScript = redis.NewScript(luaScope + `
+local out = {now}
+for i = 1, #KEYS, 3 do
+  local _, _, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2])
+  out[#out + 1], out[#out + 2], out[#out + 3] = raw[1], raw[2], raw[3]
+end
+return out
+`)
+
+// commitScript: KEYS global m h r, [inbox m h r]; ARGV offset, id, inbox
+// key TTL (ms). Counts the send at now in every scope it is in flight in.
+var commitScript = redis.NewScript(luaScope + `
+for i = 1, #KEYS, 3 do
+  if redis.call('ZREM', KEYS[i + 2], ARGV[2]) == 1 then
+    count(KEYS[i], KEYS[i + 1], now)
+  end
+end
+if #KEYS == 6 then
+  for i = 4, 6 do
+    redis.call('PEXPIRE', KEYS[i], ARGV[3])
+  end
+end
+return 1
+`)
+
+// releaseScript: KEYS global m h r, [inbox m h r]; ARGV id.
+var releaseScript = redis.NewScript(`
+for i = 3, #KEYS, 3 do
+  redis.call('ZREM', KEYS[i], ARGV[1])
+end
+return 1
+`)

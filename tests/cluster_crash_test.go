@@ -1,0 +1,165 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/internal/smtptest"
+)
+
+// One server is killed (SIGKILL) while it holds reservations whose sends
+// reached the SMTP server but were never answered: the other server counts
+// them as in flight, then — once their lease (SEND_RETRY_DEADLINE + the
+// 60 s attempt timeout + the backend's 5 s margin) has run out — as sent at
+// their deadline, and the slots come back a window later: never before a
+// send made at the last moment of its lease could have left the window.
+//
+// It waits out a real lease and a real minute (about two minutes), since
+// the backends stamp time with their own clocks; both backends run in
+// parallel.
+func TestClusterCrashReclaimsAfterLease(t *testing.T) {
+	const (
+		limit      = 5
+		held       = 3
+		leaseFloor = 1*time.Second + 60*time.Second + 5*time.Second // retry deadline + attempt + margin
+	)
+	for _, backend := range sharedBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			mx := smtptest.Start(t)
+			env := clusterEnv(t, backend, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE="+strconv.Itoa(limit),
+				"SEND_RETRY_DEADLINE=1s", "SEND_RETRY_MAX=0")
+			victim, survivor := startProc(t, env), startProc(t, env)
+			inbox := survivor.createInbox(t, "support")
+
+			mx.DelayDataReply(10 * time.Minute) // taken, never answered
+			t0 := time.Now()
+			for i := range held {
+				go func() {
+					body, _ := json.Marshal(map[string]any{"inbox_id": inbox, "to": []string{"bob@customer.test"},
+						"subject": fmt.Sprint("held ", i), "body": "Hi"})
+					res, err := http.Post(victim.URL+"/v1/messages", "application/json", bytes.NewReader(body))
+					if err == nil {
+						res.Body.Close()
+					}
+				}()
+			}
+			waitFor(t, 30*time.Second, func() bool { return mx.Count() == held })
+			waitFor(t, 30*time.Second, func() bool {
+				return survivor.rateLimitWindow(t, "per_minute")["in_flight"] == float64(held)
+			})
+			victim.kill(t)
+			mx.DelayDataReply(0)
+
+			safe := t0.Add(leaseFloor + time.Minute)
+			sawCounted := false
+			deadline := safe.Add(30 * time.Second)
+			for {
+				w := survivor.rateLimitWindow(t, "per_minute")
+				after := time.Now()
+				remaining, used, inFlight := w["remaining"], w["used"], w["in_flight"]
+				// Before safe, every dead send still counts; after it they
+				// leave, each with its own bucket.
+				if after.Before(safe) && remaining != float64(limit-held) {
+					t.Fatalf("window %v at %v, want %d remaining until %v: a slot came back too soon",
+						w, after.Sub(t0), limit-held, safe.Sub(t0))
+				}
+				if remaining == float64(limit) {
+					break
+				}
+				if used == float64(held) && inFlight == float64(0) {
+					sawCounted = true // reclaimed: counted at the deadline
+				}
+				if after.After(deadline) {
+					t.Fatalf("slots still taken %v after the first send: %v", after.Sub(t0), w)
+				}
+				time.Sleep(time.Second)
+			}
+			if !sawCounted {
+				t.Errorf("never saw the dead reservations counted as sent (used %d, in flight 0)", held)
+			}
+			t.Logf("slots back %v after the first send (safe from %v)", time.Since(t0).Round(time.Second), safe.Sub(t0))
+			for range limit {
+				mustStatus(t, survivor.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+			}
+			mustStatus(t, survivor.send(t, inbox, "bob@customer.test"), http.StatusTooManyRequests)
+		})
+	}
+}
+
+// Redis stops mid-run: the server with THROTTLE_FAIL=closed answers 503
+// with Retry-After and sends nothing; the one with open sends and logs an
+// ERROR; when Redis is back, both are throttled again. Every 201 reached the
+// SMTP server and no 503 did.
+func TestClusterRedisDownFailPolicy(t *testing.T) {
+	port := freePort(t)
+	startRedis := func() *exec.Cmd {
+		cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--appendonly", "no")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start redis-server (install it with scripts/ensure-redis.sh): %v", err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	redisProc := startRedis()
+
+	mx := smtptest.Start(t)
+	env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis",
+		fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", port), "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=100")
+	closed := startProc(t, append(env, "THROTTLE_FAIL=closed"))
+	open := startProc(t, append(env, "THROTTLE_FAIL=open"))
+	inbox := closed.createInbox(t, "support")
+	mustStatus(t, closed.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+	mustStatus(t, open.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+
+	redisProc.Process.Kill()
+	redisProc.Wait()
+
+	r := closed.send(t, inbox, "bob@customer.test")
+	mustStatus(t, r, http.StatusServiceUnavailable)
+	if r.Header.Get("Retry-After") == "" || r.JSON(t)["code"] != "throttle_unavailable" {
+		t.Errorf("503 without Retry-After or code: %v %s", r.Header, r.Body)
+	}
+	mustStatus(t, closed.do(t, "GET", "/v1/rate-limit", nil), http.StatusServiceUnavailable)
+	mustStatus(t, open.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+	if !strings.Contains(open.log.String(), `"level":"ERROR","msg":"throttle backend unreachable; sending unthrottled`) {
+		t.Errorf("fail-open send not logged at ERROR:\n%s", open.log.String())
+	}
+	if n := mx.Count(); n != 3 {
+		t.Fatalf("%d messages at the SMTP server, want 3 (the 201s only)", n)
+	}
+
+	startRedis()
+	waitFor(t, 30*time.Second, func() bool {
+		return closed.send(t, inbox, "bob@customer.test").Status == http.StatusCreated
+	})
+	w := closed.rateLimitWindow(t, "per_minute")
+	if w["used"] != float64(1) {
+		// Redis came back empty (no persistence): only what it counted since.
+		t.Errorf("after Redis is back: %v, want used 1", w)
+	}
+	if n := mx.Count(); n != 4 {
+		t.Fatalf("%d messages at the SMTP server, want 4", n)
+	}
+}
+
+// waitFor polls cond every 100 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("condition not met within %v", d)
+		}
+	}
+}
