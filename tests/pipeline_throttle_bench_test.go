@@ -1,18 +1,13 @@
 package tests
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/redistest"
 	"github.com/nornweave/nornweave/internal/testdb"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
-	"github.com/nornweave/nornweave/store"
 )
 
 // The send pipeline in-process on PostgreSQL, as BenchmarkSendPipeline*,
@@ -26,21 +21,8 @@ func BenchmarkSendPipelineBackendPostgres(b *testing.B) { benchPipelineBackend(b
 func BenchmarkSendPipelineBackendRedis(b *testing.B) { benchPipelineBackend(b, "redis") }
 
 func benchPipelineBackend(b *testing.B, backend string) {
-	ctx := context.Background()
 	dsn := testdb.PostgresURL(b)
-	st, err := store.Open(ctx, store.Options{Driver: "postgres", DSN: dsn})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	inbox := &store.Inbox{ID: "bench-inbox", EmailAddress: "bench@acme.test", Name: "Bench",
-		CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}
-	if err := st.CreateInbox(ctx, inbox); err != nil {
-		b.Fatal(err)
-	}
+	st, inbox := benchStore(b, "postgres", dsn)
 	lim := skuld.Limits{PerMinute: 1 << 30, PerHour: 1 << 30}
 	var th skuld.Throttle
 	switch backend {
@@ -59,21 +41,6 @@ func benchPipelineBackend(b *testing.B, backend string) {
 		th = skuld.NewRedisThrottle(redistest.Client(b), skuld.RedisOptions{Global: lim, Inbox: lim,
 			KeyPrefix: redistest.Prefix(b)})
 	}
-	sender := skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
-		Throttle: th})
-	req := skuld.SendRequest{InboxID: inbox.ID, To: address.MustParseList("ann@customer.test"), Subject: "Benchmark",
-		Body: "Hello **Ann**, this is a benchmark message."}
-
-	b.ReportAllocs()
-	b.SetParallelism(4) // 4×GOMAXPROCS senders keep the database busy
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			m, err := sender.Send(ctx, req)
-			if err != nil || m.Status != store.StatusSent {
-				panic(fmt.Sprintf("send: %v %+v", err, m))
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sends/s")
+	runSends(b, skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
+		Throttle: th}), inbox)
 }
