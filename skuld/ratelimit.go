@@ -86,13 +86,6 @@ func (l *GlobalRateLimiter) Limits() (perMinute, perHour int) {
 	return l.global.minute.limit, l.global.hour.limit
 }
 
-// InboxLimits returns the limits that apply to an inbox with override o.
-func (l *GlobalRateLimiter) InboxLimits(o Override) Limits {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.inboxDefault.with(o)
-}
-
 func (lim Limits) with(o Override) Limits {
 	if o.PerMinute != nil {
 		lim.PerMinute = *o.PerMinute
@@ -101,13 +94,6 @@ func (lim Limits) with(o Override) Limits {
 		lim.PerHour = *o.PerHour
 	}
 	return lim
-}
-
-// Unlimited reports whether no send can ever be refused: no global limit,
-// and no inbox default (overrides aside).
-func (l *GlobalRateLimiter) Unlimited() bool {
-	return l.global.minute.limit == 0 && l.global.hour.limit == 0 &&
-		l.inboxDefault.PerMinute == 0 && l.inboxDefault.PerHour == 0
 }
 
 // Reserve admits one send with no inbox at now if the global windows have

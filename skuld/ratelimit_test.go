@@ -348,12 +348,6 @@ func TestNewGlobalRateLimiter(t *testing.T) {
 	if m, h := l.Limits(); m != 5 || h != 0 {
 		t.Errorf("Limits: got %d, %d; want 5, 0", m, h)
 	}
-	if l.Unlimited() {
-		t.Error("Unlimited with a minute limit: got true, want false")
-	}
-	if !NewGlobalRateLimiter(0, 0).Unlimited() {
-		t.Error("Unlimited with no limits: got false, want true")
-	}
 	defer func() {
 		if recover() == nil {
 			t.Error("negative limit: got no panic, want one")
