@@ -44,7 +44,7 @@ type headerWindow struct {
 
 // configuredWindows lists the limited windows that apply to a send from
 // inboxID ("" for none): the global ones, then the inbox's.
-func (a *API) configuredWindows(c echo.Context, inboxID string) []headerWindow {
+func (a *API) configuredWindows(c echo.Context, in *store.Inbox) []headerWindow {
 	ctx := c.Request().Context()
 	type named struct {
 		prefix string
@@ -53,15 +53,8 @@ func (a *API) configuredWindows(c echo.Context, inboxID string) []headerWindow {
 	// A throttle backend that cannot be asked leaves the headers out of
 	// an answer decided without them (a 503, or a send under
 	// THROTTLE_FAIL=open).
-	var (
-		sets []named
-		in   *store.Inbox
-		err  error = store.ErrNotFound
-	)
-	if inboxID != "" {
-		in, err = a.Store.Inbox(ctx, inboxID)
-	}
-	if err == nil {
+	var sets []named
+	if in != nil {
 		g, is, err := a.Limiter.States(ctx, in.ID, skuld.InboxOverride(in))
 		if err != nil {
 			return nil
@@ -96,8 +89,8 @@ func (a *API) configuredWindows(c echo.Context, inboxID string) []headerWindow {
 // Retry-After; otherwise the tightest window: the one with fewest sends
 // remaining, and of two equally tight the one that frees later, which is the
 // one a client must wait for.
-func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedError, inboxID string) {
-	configured := a.configuredWindows(c, inboxID)
+func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedError, in *store.Inbox) {
+	configured := a.configuredWindows(c, in)
 	if len(configured) == 0 && refusal == nil {
 		return
 	}

@@ -27,9 +27,9 @@ func (a *API) sendMessage(c echo.Context) error {
 	// is written; a refusal's headers describe the refusal.
 	var (
 		refusal *skuld.RateLimitedError
-		inboxID string
+		inbox   *store.Inbox
 	)
-	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal, inboxID) })
+	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal, inbox) })
 	key, hash, err := a.readIdempotencyKey(c)
 	if err != nil {
 		return err
@@ -38,7 +38,11 @@ func (a *API) sendMessage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inboxID = req.InboxID
+	// Loaded once, here: the pipeline and the headers both use it.
+	if inbox, err = a.inbox(c, req.InboxID); err != nil {
+		return err
+	}
+	req.Inbox = inbox
 	if key != "" {
 		return a.sendIdempotent(c, key, hash, req, &refusal)
 	}

@@ -39,8 +39,12 @@ type Provider interface {
 type SendRequest struct {
 	// MessageID, when set, is the id the message is recorded under; the
 	// API assigns it before the send to tie an Idempotency-Key to it.
-	MessageID       string
-	InboxID         string
+	MessageID string
+	InboxID   string
+	// Inbox, when set, is the sending inbox already loaded by the caller
+	// (the API reads it for the rate-limit headers); the pipeline does not
+	// read it again.
+	Inbox           *store.Inbox
 	To, Cc, Bcc     []address.Address
 	ReplyTo         []address.Address
 	Subject         string
@@ -342,7 +346,10 @@ func deliveryUnknown(err error) bool {
 
 // load fetches the inbox, the reply thread and the message it answers.
 func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *store.Thread, *store.Message, error) {
-	inbox, err := s.o.Store.Inbox(ctx, req.InboxID)
+	inbox, err := req.Inbox, error(nil)
+	if inbox == nil || inbox.ID != req.InboxID {
+		inbox, err = s.o.Store.Inbox(ctx, req.InboxID)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
 	}
