@@ -16,11 +16,17 @@ import (
 // The end-to-end tests in tests/ cover the API on real databases; these
 // cover what only a fake can provoke: unexpected failures and panics.
 
-// fakeStore answers every read with not found.
+// fakeStore answers every read but the inbox "i" with not found.
 type fakeStore struct{ Store }
 
-func (fakeStore) Inbox(context.Context, string) (*store.Inbox, error) { return nil, store.ErrNotFound }
-func (fakeStore) Ready(context.Context) error                         { return errors.New("down") }
+// Inbox finds only "i", the sending inbox of validSend.
+func (fakeStore) Inbox(_ context.Context, id string) (*store.Inbox, error) {
+	if id == "i" {
+		return &store.Inbox{ID: "i", EmailAddress: "agent@acme.test"}, nil
+	}
+	return nil, store.ErrNotFound
+}
+func (fakeStore) Ready(context.Context) error { return errors.New("down") }
 
 type fakeSender func() (*store.Message, error)
 
