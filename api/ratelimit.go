@@ -42,9 +42,14 @@ type headerWindow struct {
 	reset     int // seconds until it has room again (or its oldest send leaves)
 }
 
+// seenWindows are the global and inbox windows a send's admission saw
+// (skuld.SendRequest.Windows).
+type seenWindows struct{ global, inbox skuld.State }
+
 // configuredWindows lists the limited windows that apply to a send from
-// inboxID ("" for none): the global ones, then the inbox's.
-func (a *API) configuredWindows(c echo.Context, in *store.Inbox) []headerWindow {
+// in (nil for none): the global ones, then the inbox's. They are read from
+// the throttle unless seen holds them already.
+func (a *API) configuredWindows(c echo.Context, in *store.Inbox, seen *seenWindows) []headerWindow {
 	ctx := c.Request().Context()
 	type named struct {
 		prefix string
@@ -54,7 +59,9 @@ func (a *API) configuredWindows(c echo.Context, in *store.Inbox) []headerWindow 
 	// an answer decided without them (a 503, or a send under
 	// THROTTLE_FAIL=open).
 	var sets []named
-	if in != nil {
+	if in != nil && seen != nil {
+		sets = []named{{"", seen.global}, {"inbox ", seen.inbox}}
+	} else if in != nil {
 		g, is, err := a.Limiter.States(ctx, in.ID, skuld.InboxOverride(in))
 		if err != nil {
 			return nil
@@ -89,8 +96,8 @@ func (a *API) configuredWindows(c echo.Context, in *store.Inbox) []headerWindow 
 // Retry-After; otherwise the tightest window: the one with fewest sends
 // remaining, and of two equally tight the one that frees later, which is the
 // one a client must wait for.
-func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedError, in *store.Inbox) {
-	configured := a.configuredWindows(c, in)
+func (a *API) setRateLimitHeaders(c echo.Context, refusal *skuld.RateLimitedError, in *store.Inbox, seen *seenWindows) {
+	configured := a.configuredWindows(c, in, seen)
 	if len(configured) == 0 && refusal == nil {
 		return
 	}

@@ -28,8 +28,9 @@ func (a *API) sendMessage(c echo.Context) error {
 	var (
 		refusal *skuld.RateLimitedError
 		inbox   *store.Inbox
+		seen    *seenWindows // as the send's admission saw them, if the throttle tells
 	)
-	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal, inbox) })
+	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal, inbox, seen) })
 	key, hash, err := a.readIdempotencyKey(c)
 	if err != nil {
 		return err
@@ -43,6 +44,7 @@ func (a *API) sendMessage(c echo.Context) error {
 		return err
 	}
 	req.Inbox = inbox
+	req.Windows = func(g, in skuld.State) { seen = &seenWindows{g, in} }
 	if key != "" {
 		return a.sendIdempotent(c, key, hash, req, &refusal)
 	}

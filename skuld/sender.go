@@ -52,6 +52,12 @@ type SendRequest struct {
 	HTML            string // optional: replaces the rendering of Body
 	ReplyToThreadID string
 	Attachments     []providers.Attachment
+	// Windows, if set, is called once the send is settled with the
+	// throttle's windows as its admission saw them, this send counted or
+	// given back, when the throttle can tell them without being asked
+	// again (a shared backend, and no window left full): what the
+	// response's rate-limit headers describe.
+	Windows func(global, inbox State)
 }
 
 // Options configures a Sender. Store, Provider and a Throttle (or a
@@ -270,6 +276,11 @@ func (s *Sender) deliver(ctx context.Context, res Ticket, b budget, m *store.Mes
 		s.o.Logger.WarnContext(ctx, "provider send failed: "+providers.DescribeCause(cause),
 			slog.String("message_id", m.ID), slog.String("provider", s.o.Provider.Name()),
 			slog.String("cause", cause), slog.Any("error", sendErr))
+	}
+	if req.Windows != nil {
+		if g, in, ok := res.States(out.CountedAt != nil); ok {
+			req.Windows(g, in)
+		}
 	}
 	m.Status, m.ProviderMessageID, m.Error, m.SentAt = out.Status, out.ProviderMessageID, out.Error, out.SentAt
 	if err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out); err != nil {

@@ -50,6 +50,12 @@ type Ticket interface {
 	// send included.
 	MinuteCount() int
 	HourCount() int
+	// States reports the global and the inbox's windows as the admission
+	// saw them, with this send counted (counted) or given back, for the
+	// send's rate-limit headers; ok false means the backend cannot tell
+	// without asking again (the in-memory throttle, asked at once, never
+	// says).
+	States(counted bool) (global, inbox State, ok bool)
 }
 
 // UnavailableError is a shared throttle backend that could not be asked.
@@ -112,6 +118,7 @@ func (t *memTicket) Commit(context.Context) error  { t.r.Commit(t.c.Mono()); ret
 func (t *memTicket) Release(context.Context) error { t.r.Release(); return nil }
 func (t *memTicket) MinuteCount() int              { return t.r.MinuteCount() }
 func (t *memTicket) HourCount() int                { return t.r.HourCount() }
+func (t *memTicket) States(bool) (State, State, bool) { return State{}, State{}, false }
 
 // settle commits or releases a Ticket. A shared backend that cannot be
 // reached leaves the reservation in flight; it is reclaimed, counted, when

@@ -66,3 +66,4 @@ func (unthrottled) Commit(context.Context) error  { return nil }
 func (unthrottled) Release(context.Context) error { return nil }
 func (unthrottled) MinuteCount() int              { return 0 }
 func (unthrottled) HourCount() int                { return 0 }
+func (unthrottled) States(bool) (State, State, bool) { return State{}, State{}, false }

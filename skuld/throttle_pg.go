@@ -113,20 +113,23 @@ func (p *PostgresThrottle) ReserveInbox(ctx context.Context, lease time.Duration
 		lim = Limits{}
 	}
 	var (
-		admitted     bool
-		now, id      sql.NullInt64
-		minute, hour int64
+		admitted bool
+		now, id  sql.NullInt64
+		g, in    [5]sql.NullInt64 // used minute, hour; oldest minute, hour; in flight
 	)
-	err := p.db.QueryRowContext(ctx, `SELECT admitted, now_ns, res_id, g_minute, g_hour
+	err := p.db.QueryRowContext(ctx, `SELECT admitted, now_ns, res_id,
+		g_used_m, g_used_h, g_old_m, g_old_h, g_flight, i_used_m, i_used_h, i_old_m, i_old_h, i_flight
 		FROM throttle_reserve($1, $2, $3, $4, $5, $6, $7)`,
 		p.clockOffset(), inboxID, int64(max(lease, 0)+p.margin),
 		p.limits.global.PerMinute, p.limits.global.PerHour, lim.PerMinute, lim.PerHour).
-		Scan(&admitted, &now, &id, &minute, &hour)
+		Scan(&admitted, &now, &id, &g[0], &g[1], &g[2], &g[3], &g[4], &in[0], &in[1], &in[2], &in[3], &in[4])
 	if err != nil {
 		return nil, p.unavailable(err)
 	}
 	if admitted {
-		return &pgTicket{p: p, id: id.Int64, minute: int(minute), hour: int(hour)}, nil
+		a := &admission{now: now.Int64, global: pgSummary(g), inbox: pgSummary(in),
+			limits: [2]Limits{p.limits.global, lim}, inboxScope: inboxID != ""}
+		return &pgTicket{p: p, id: id.Int64, a: a}, nil
 	}
 	return nil, p.refusal(ctx, inboxID, o)
 }
@@ -248,10 +251,19 @@ func (p *PostgresThrottle) States(ctx context.Context, inboxID string, o Overrid
 	return g.windows(now, p.limits.global).state(now), in.windows(now, p.limits.inbox.with(o)).state(now), nil
 }
 
+// pgSummary reads one scope's columns of throttle_reserve.
+func pgSummary(c [5]sql.NullInt64) scopeSummary {
+	return scopeSummary{
+		minute:   windowSummary{used: int(c[0].Int64), oldest: c[2].Int64, hasOldest: c[2].Valid},
+		hour:     windowSummary{used: int(c[1].Int64), oldest: c[3].Int64, hasOldest: c[3].Valid},
+		inFlight: int(c[4].Int64),
+	}
+}
+
 type pgTicket struct {
-	p            *PostgresThrottle
-	id           int64
-	minute, hour int
+	p  *PostgresThrottle
+	id int64
+	a  *admission
 }
 
 // Commit counts the send at the database's clock. A reservation already
@@ -272,5 +284,8 @@ func (t *pgTicket) Release(ctx context.Context) error {
 	return nil
 }
 
-func (t *pgTicket) MinuteCount() int { return t.minute }
-func (t *pgTicket) HourCount() int   { return t.hour }
+func (t *pgTicket) MinuteCount() int { return t.a.minuteCount() }
+func (t *pgTicket) HourCount() int   { return t.a.hourCount() }
+
+// States implements Ticket, from what the admission read.
+func (t *pgTicket) States(counted bool) (State, State, bool) { return t.a.states(counted) }

@@ -120,11 +120,7 @@ func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, i
 		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
 	}
 	if admitted, _ := res[0].(int64); admitted == 1 {
-		id, _ := res[2].(int64)
-		gm, _ := res[3].(int64)
-		gh, _ := res[4].(int64)
-		return &redisTicket{r: r, id: strconv.FormatInt(id, 10), inboxID: inboxID, ttl: inboxTTL(full),
-			minute: int(gm), hour: int(gh)}, nil
+		return r.ticket(res, inboxID, lim, inboxTTL(full))
 	}
 	now, g, in, err := parseScopes(res[1:])
 	if err != nil {
@@ -220,11 +216,42 @@ func parseScopes(res []any) (int64, *scopeState, *scopeState, error) {
 	return nowUS * 1000, scopes[0], scopes[1], nil
 }
 
+// ticket reads an admission's reply: {1, now µs, id, global summary,
+// [inbox summary]}, each summary {minute sends, hour sends, oldest minute
+// bucket, oldest hour bucket (-1: none), in flight}.
+func (r *RedisThrottle) ticket(res []any, inboxID string, lim Limits, ttl int64) (Ticket, error) {
+	if len(res) < 4 {
+		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
+	}
+	nowUS, _ := res[1].(int64)
+	id, _ := res[2].(int64)
+	a := &admission{now: nowUS * 1000, limits: [2]Limits{r.limits.global, lim}, inboxScope: inboxID != ""}
+	for i, dst := range []*scopeSummary{&a.global, &a.inbox} {
+		if 3+i >= len(res) {
+			break
+		}
+		v, _ := res[3+i].([]any)
+		if len(v) != 5 {
+			return nil, r.unavailable(fmt.Errorf("reserve script returned summary %v", v))
+		}
+		n := make([]int64, 5)
+		for j := range v {
+			n[j], _ = v[j].(int64)
+		}
+		*dst = scopeSummary{
+			minute:   windowSummary{used: int(n[0]), oldest: n[2], hasOldest: n[2] >= 0},
+			hour:     windowSummary{used: int(n[1]), oldest: n[3], hasOldest: n[3] >= 0},
+			inFlight: int(n[4]),
+		}
+	}
+	return &redisTicket{r: r, id: strconv.FormatInt(id, 10), inboxID: inboxID, ttl: ttl, a: a}, nil
+}
+
 type redisTicket struct {
-	r            *RedisThrottle
-	id, inboxID  string
-	ttl          int64
-	minute, hour int
+	r           *RedisThrottle
+	id, inboxID string
+	ttl         int64
+	a           *admission
 }
 
 // Commit counts the send at Redis's clock in every scope where it is still
@@ -246,5 +273,8 @@ func (t *redisTicket) Release(ctx context.Context) error {
 	return nil
 }
 
-func (t *redisTicket) MinuteCount() int { return t.minute }
-func (t *redisTicket) HourCount() int   { return t.hour }
+func (t *redisTicket) MinuteCount() int { return t.a.minuteCount() }
+func (t *redisTicket) HourCount() int   { return t.a.hourCount() }
+
+// States implements Ticket, from what the admission read.
+func (t *redisTicket) States(counted bool) (State, State, bool) { return t.a.states(counted) }

@@ -25,23 +25,31 @@ local function count(m, h, at)
   redis.call('HINCRBY', h, str(math.floor(at / 60000000)), 1)
 end
 
+-- buckets returns the sends counted in key's buckets from lo on, those
+-- buckets (flat), and the oldest of them (-1 if none).
 local function buckets(key, lo)
   local kv = redis.call('HGETALL', key)
-  local n, keep = 0, {}
+  local n, keep, oldest = 0, {}, -1
   for i = 1, #kv, 2 do
-    if tonumber(kv[i]) < lo then
+    local b = tonumber(kv[i])
+    if b < lo then
       redis.call('HDEL', key, kv[i])
     else
       n = n + tonumber(kv[i + 1])
       keep[#keep + 1] = kv[i]
       keep[#keep + 1] = kv[i + 1]
+      if oldest < 0 or b < oldest then
+        oldest = b
+      end
     end
   end
-  return n, keep
+  return n, keep, oldest
 end
 
--- scope returns the minute and hour counts (in flight included) and the
--- raw state: minute buckets, hour buckets, reservations with scores.
+-- scope returns the minute and hour counts (in flight included), the raw
+-- state (minute buckets, hour buckets, reservations with scores) and the
+-- summary of an admission: {minute sends, hour sends, oldest minute
+-- bucket, oldest hour bucket, in flight}.
 local function scope(m, h, r)
   local gone = redis.call('ZRANGEBYSCORE', r, '-inf', str(now), 'WITHSCORES')
   for i = 1, #gone, 2 do
@@ -50,11 +58,11 @@ local function scope(m, h, r)
   if #gone > 0 then
     redis.call('ZREMRANGEBYSCORE', r, '-inf', str(now))
   end
-  local um, km = buckets(m, math.floor((now - 60000000) / 1000000))
-  local uh, kh = buckets(h, math.floor((now - 3600000000) / 60000000))
+  local um, km, om = buckets(m, math.floor((now - 60000000) / 1000000))
+  local uh, kh, oh = buckets(h, math.floor((now - 3600000000) / 60000000))
   local flights = redis.call('ZRANGE', r, 0, -1, 'WITHSCORES')
   local inflight = #flights / 2
-  return um + inflight, uh + inflight, {km, kh, flights}
+  return um + inflight, uh + inflight, {km, kh, flights}, {um, uh, om, oh, inflight}
 end
 
 local function full(n, limit)
@@ -66,15 +74,15 @@ end
 // reserveScript: KEYS seq, global m h r, [inbox m h r]; ARGV offset,
 // lease (µs, margin included), global per-minute, per-hour, inbox
 // per-minute, per-hour, inbox key TTL (ms). Admitted: {1, now, id, global
-// minute count, global hour count} (counts include this send). Refused:
+// summary, [inbox summary]} (in flight includes this send). Refused:
 // {0, now, global m, h, r, [inbox m, h, r]}, the raw state for Retry-After.
 var reserveScript = redis.NewScript(luaScope + `
-local gm, gh, graw = scope(KEYS[2], KEYS[3], KEYS[4])
+local gm, gh, graw, gsum = scope(KEYS[2], KEYS[3], KEYS[4])
 local refused = full(gm, ARGV[3]) or full(gh, ARGV[4])
-local iraw
+local iraw, isum
 if #KEYS == 7 then
   local im, ih
-  im, ih, iraw = scope(KEYS[5], KEYS[6], KEYS[7])
+  im, ih, iraw, isum = scope(KEYS[5], KEYS[6], KEYS[7])
   refused = refused or full(im, ARGV[5]) or full(ih, ARGV[6])
 end
 if refused then
@@ -93,7 +101,13 @@ if #KEYS == 7 then
     redis.call('PEXPIRE', KEYS[i], ARGV[7])
   end
 end
-return {1, now, id, gm + 1, gh + 1}
+gsum[5] = gsum[5] + 1
+local out = {1, now, id, gsum}
+if isum then
+  isum[5] = isum[5] + 1
+  out[5] = isum
+end
+return out
 `)
 
 // stateScript: KEYS m h r of one or two scopes; ARGV offset.

@@ -86,3 +86,82 @@ func newSharedLimits(global, inbox Limits) sharedLimits {
 	mustNotBeNegative(inbox)
 	return sharedLimits{global: global, inbox: inbox}
 }
+
+// windowSummary is what an admission reports of one window: the sends
+// committed in it and the oldest bucket holding one (hasOldest false if
+// none).
+type windowSummary struct {
+	used      int
+	oldest    int64
+	hasOldest bool
+}
+
+// scopeSummary is one scope's windows at an admission, with the
+// reservations in flight in it, the admitted one included.
+type scopeSummary struct {
+	minute, hour windowSummary
+	inFlight     int
+}
+
+// admission is what a shared backend saw when it admitted a send, on its
+// own clock (ns): enough for the send's rate-limit headers without reading
+// the state again. It is nil-safe: a nil admission knows nothing.
+type admission struct {
+	now           int64
+	global, inbox scopeSummary
+	limits        [2]Limits // global, inbox
+	inboxScope    bool
+}
+
+// minuteCount and hourCount are the global counts, this send included.
+func (a *admission) minuteCount() int { return a.global.minute.used + a.global.inFlight }
+func (a *admission) hourCount() int   { return a.global.hour.used + a.global.inFlight }
+
+// states reports the windows as the admission saw them, with the admitted
+// send counted at the admission (counted) or given back. They are the
+// state of a moment ago, not of now: a window's reset is counted from the
+// admission, so it errs late, the safe side for a client. ok is false
+// when a limited window is left full: its reset is a Retry-After, which
+// needs every bucket and reservation, and the caller must read the state.
+func (a *admission) states(counted bool) (global, inbox State, ok bool) {
+	if a == nil {
+		return State{}, State{}, false
+	}
+	global, ok = a.global.state(a.now, a.limits[0], counted)
+	if !ok || !a.inboxScope {
+		return global, State{}, ok
+	}
+	inbox, ok = a.inbox.state(a.now, a.limits[1], counted)
+	return global, inbox, ok
+}
+
+func (s scopeSummary) state(now int64, lim Limits, counted bool) (State, bool) {
+	m, okm := s.minute.state(now, lim.PerMinute, time.Second, time.Minute, s.inFlight, counted)
+	h, okh := s.hour.state(now, lim.PerHour, time.Minute, time.Hour, s.inFlight, counted)
+	return State{PerMinute: m, PerHour: h}, okm && okh
+}
+
+// state is window.state for a window left with room, from a summary; the
+// reset is then until the oldest counted send leaves.
+func (s windowSummary) state(now int64, limit int, width, span time.Duration, inFlight int, counted bool) (WindowState, bool) {
+	w := window{}
+	w.init(limit, width, span)
+	st := WindowState{Limit: limit, Used: s.used, InFlight: inFlight - 1}
+	oldest, has := s.oldest, s.hasOldest
+	if counted {
+		st.Used++
+		if b := floorDiv(now, w.width); !has || b < oldest {
+			oldest, has = b, true
+		}
+	}
+	if limit > 0 {
+		st.Remaining = max(0, limit-st.Used-st.InFlight)
+		if st.Remaining == 0 {
+			return st, false
+		}
+	}
+	if st.Used > 0 && has {
+		st.ResetSeconds = ceilSeconds(w.expiry(oldest) - now)
+	}
+	return st, true
+}

@@ -51,6 +51,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"BucketEdges", false, testBucketEdges},
 		{"RetryAfterWithSendsInFlight", false, testRetryAfterInFlight},
 		{"BindingWindow", false, testBinding},
+		{"TicketStatesMatchARead", false, testTicketStates},
 		{"Restart", true, testRestart},
 		{"LeaseReclaim", true, testLeaseReclaim},
 		{"ConcurrentGlobal", false, testConcurrentGlobal},
@@ -344,4 +345,61 @@ func hammer(t *testing.T, th skuld.Throttle, n int, inbox func(int) string) int 
 		t.Fatalf("concurrent send: %v", err)
 	}
 	return int(admitted.Load())
+}
+
+// testTicketStates checks what a Ticket reports of the windows its admission
+// saw (a send's rate-limit headers) against a read of the state after it
+// settled: equal, but for a reset that may be a second later (it is counted
+// from the admission). A shared backend must report while no limited window
+// is left full, and must not once one is.
+func testTicketStates(t *testing.T, b Backend) {
+	th := b.New(skuld.Limits{PerMinute: 5, PerHour: 10}, skuld.Limits{PerMinute: 3})
+	commit(t, reserve(t, th, "a"))
+	commit(t, reserve(t, th, "b"))
+	b.Advance(10 * time.Second)
+	other := reserve(t, th, "b") // in flight throughout
+	defer func() { _ = other.Release(ctx) }()
+
+	check := func(name string, tk skuld.Ticket, counted bool) {
+		t.Helper()
+		g, in, ok := tk.States(counted)
+		if !ok {
+			if b.Shared {
+				t.Fatalf("%s: a shared backend's ticket reported nothing with room left", name)
+			}
+			return
+		}
+		wg, win, err := th.States(ctx, "a", skuld.Override{})
+		if err != nil {
+			t.Fatalf("States: %v", err)
+		}
+		for _, p := range []struct {
+			what      string
+			got, want skuld.WindowState
+		}{
+			{"global per-minute", g.PerMinute, wg.PerMinute}, {"global per-hour", g.PerHour, wg.PerHour},
+			{"inbox per-minute", in.PerMinute, win.PerMinute}, {"inbox per-hour", in.PerHour, win.PerHour},
+		} {
+			reset := p.got.ResetSeconds - p.want.ResetSeconds
+			p.got.ResetSeconds = p.want.ResetSeconds
+			if p.got != p.want || reset < 0 || reset > 1 {
+				t.Fatalf("%s: ticket reports %s %+v (reset %+d s), a read gives %+v", name, p.what, p.got, reset, p.want)
+			}
+		}
+	}
+	tk := reserve(t, th, "a")
+	commit(t, tk)
+	check("committed", tk, true)
+	tk = reserve(t, th, "a")
+	if err := tk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	check("released", tk, false)
+
+	// The inbox's third send leaves its minute window full.
+	tk = reserve(t, th, "a")
+	commit(t, tk)
+	if _, _, ok := tk.States(true); ok {
+		t.Fatal("a ticket reported the windows with one left full; its reset needs a full read")
+	}
 }
