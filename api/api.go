@@ -21,6 +21,7 @@ import (
 type Store interface {
 	CreateInbox(ctx context.Context, in *store.Inbox) error
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
+	CachedInbox(ctx context.Context, id string) (*store.Inbox, error)
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
 	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
 	DeleteInbox(ctx context.Context, id string) error
@@ -41,11 +42,13 @@ type Sender interface {
 }
 
 // Limiter reports the state of the send throttle: the global windows, and
-// an inbox's. A shared backend may fail (*skuld.UnavailableError).
+// an inbox's; and hears of changed inboxes, which other servers sharing it
+// may hold copies of. A shared backend may fail (*skuld.UnavailableError).
 type Limiter interface {
 	State(ctx context.Context) (skuld.State, error)
 	InboxState(ctx context.Context, inboxID string, o skuld.Override) (skuld.State, error)
 	States(ctx context.Context, inboxID string, o skuld.Override) (global, inbox skuld.State, err error)
+	InboxesChanged(ctx context.Context) error
 }
 
 // Options configures the API. Store, Sender and Limiter are required.

@@ -54,6 +54,9 @@ func (a *API) patchInbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.Limiter.InboxesChanged(c.Request().Context()); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, toInbox(in))
 }
 

@@ -89,12 +89,25 @@ func (a *API) deleteInbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.Limiter.InboxesChanged(c.Request().Context()); err != nil {
+		return err
+	}
 	return c.NoContent(http.StatusNoContent)
 }
 
 // inbox loads an inbox, mapping absence to the contract's 404 sentence.
 func (a *API) inbox(c echo.Context, id string) (*store.Inbox, error) {
 	in, err := a.Store.Inbox(c.Request().Context(), id)
+	return found(in, err, id)
+}
+
+// cachedInbox is inbox for a send (store.Store.CachedInbox).
+func (a *API) cachedInbox(c echo.Context, id string) (*store.Inbox, error) {
+	in, err := a.Store.CachedInbox(c.Request().Context(), id)
+	return found(in, err, id)
+}
+
+func found(in *store.Inbox, err error, id string) (*store.Inbox, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound(fmt.Sprintf("Inbox %s not found", id))
 	}

@@ -39,8 +39,9 @@ func (a *API) sendMessage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// Loaded once, here: the pipeline and the headers both use it.
-	if inbox, err = a.inbox(c, req.InboxID); err != nil {
+	// Loaded once, here: the pipeline and the headers both use it. A
+	// cached copy: the throttle checks it is current at admission.
+	if inbox, err = a.cachedInbox(c, req.InboxID); err != nil {
 		return err
 	}
 	req.Inbox = inbox

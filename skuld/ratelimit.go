@@ -49,7 +49,13 @@ type GlobalRateLimiter struct {
 type Limits struct{ PerMinute, PerHour int }
 
 // Override is an inbox's own limits; a nil field means the default.
-type Override struct{ PerMinute, PerHour *int }
+type Override struct {
+	PerMinute, PerHour *int
+	// Version is the version of the inboxes (Throttle.InboxVersion) the
+	// override was read at, for a shared backend to check; "" for a copy
+	// read just now, or for the in-memory limiter, which ignores it.
+	Version string
+}
 
 // idleAfter is how long an inbox's windows outlive its last send: past the
 // hour window and its last bucket, they count nothing.

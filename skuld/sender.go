@@ -159,13 +159,29 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 	if err := s.checkDomains(ctx, req); err != nil {
 		return nil, err
 	}
-	m, atts, newThread, err := s.build(req, inbox, thread, parent)
-	if err != nil {
-		return nil, err
+	var (
+		m         *store.Message
+		atts      []store.Attachment
+		newThread *store.Thread
+		b         budget
+		res       Ticket
+	)
+	for stale := 0; ; stale++ {
+		if m, atts, newThread, err = s.build(req, inbox, thread, parent); err != nil {
+			return nil, err
+		}
+		b = s.budget(m.Size)
+		res, err = s.o.Throttle.ReserveInbox(ctx, b.lease, inbox.ID, InboxOverride(inbox))
+		if !errors.Is(err, ErrStaleInbox) {
+			break
+		}
+		// Another server changed an inbox since this copy was read: read
+		// it again. A copy read just now is as current as any, so after
+		// two tries (inboxes changing all the time) it goes unchecked.
+		if inbox, err = s.freshInbox(ctx, req.InboxID, stale >= 1); err != nil {
+			return nil, err
+		}
 	}
-
-	b := s.budget(m.Size)
-	res, err := s.o.Throttle.ReserveInbox(ctx, b.lease, inbox.ID, InboxOverride(inbox))
 	if err != nil {
 		var rl *RateLimitedError
 		if errors.As(err, &rl) {
@@ -203,7 +219,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (*store.Message, err
 
 // InboxOverride is the throttle override stored with an inbox.
 func InboxOverride(in *store.Inbox) Override {
-	return Override{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour}
+	return Override{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour, Version: in.Version}
 }
 
 // budget is the time one send may take, fixed at admission.
@@ -382,6 +398,23 @@ func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *stor
 		return inbox, thread, nil, nil
 	}
 	return inbox, thread, parent, err
+}
+
+// freshInbox reads the inbox from the database, for a send whose copy was
+// stale; unchecked drops the copy's version, so that the throttle does not
+// check it.
+func (s *Sender) freshInbox(ctx context.Context, id string, unchecked bool) (*store.Inbox, error) {
+	in, err := s.o.Store.Inbox(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Kind: "Inbox", ID: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if unchecked {
+		in.Version = ""
+	}
+	return in, nil
 }
 
 // checkDomains applies the outbound domain policy to every recipient and to

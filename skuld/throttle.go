@@ -2,6 +2,7 @@ package skuld
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -37,7 +38,24 @@ type Throttle interface {
 	// States reports both at once, as a send's rate-limit headers need
 	// them: one read of a shared backend instead of two.
 	States(ctx context.Context, inboxID string, o Override) (global, inbox State, err error)
+
+	// Servers sharing a backend cache inboxes; the backend keeps the
+	// version of all inboxes, which moves with every change. A copy read
+	// at InboxVersion is passed to ReserveInbox as Override.Version, and
+	// a stale copy is refused with ErrStaleInbox. The in-memory throttle
+	// (one server, whose cache is always current) has no versions: "".
+
+	// InboxVersion reports the current version of the inboxes.
+	InboxVersion(ctx context.Context) (string, error)
+	// InboxesChanged moves the version after a change of an inbox has
+	// been committed, where the backend cannot see the change itself.
+	InboxesChanged(ctx context.Context) error
 }
+
+// ErrStaleInbox refuses an admission judged on a copy of an inbox that
+// another server has changed since (Override.Version): nothing was
+// reserved; read the inbox again and retry.
+var ErrStaleInbox = errors.New("skuld: inbox changed since it was read")
 
 // A Ticket is one admitted send, in flight until Commit or Release; exactly
 // one of them must be called, once.
@@ -102,6 +120,12 @@ func (m *MemoryThrottle) State(context.Context) (State, error) { return m.l.Stat
 func (m *MemoryThrottle) InboxState(_ context.Context, inboxID string, o Override) (State, error) {
 	return m.l.InboxState(m.c.Mono(), inboxID, o), nil
 }
+
+// InboxVersion implements Throttle: one server has no versions.
+func (m *MemoryThrottle) InboxVersion(context.Context) (string, error) { return "", nil }
+
+// InboxesChanged implements Throttle: nothing to tell.
+func (m *MemoryThrottle) InboxesChanged(context.Context) error { return nil }
 
 // States implements Throttle.
 func (m *MemoryThrottle) States(_ context.Context, inboxID string, o Override) (State, State, error) {

@@ -55,6 +55,13 @@ func (f *FailOpen) States(ctx context.Context, inboxID string, o Override) (Stat
 	return f.t.States(ctx, inboxID, o)
 }
 
+// InboxVersion implements Throttle. A backend that cannot be asked has no
+// version to give: the copy is then not cached (see store.Store.Inbox).
+func (f *FailOpen) InboxVersion(ctx context.Context) (string, error) { return f.t.InboxVersion(ctx) }
+
+// InboxesChanged implements Throttle.
+func (f *FailOpen) InboxesChanged(ctx context.Context) error { return f.t.InboxesChanged(ctx) }
+
 // Unthrottled is the number of sends admitted without the backend since
 // start: the metric of THROTTLE_FAIL=open.
 func (f *FailOpen) Unthrottled() int64 { return f.unthrottled.Load() }

@@ -22,6 +22,8 @@ func (downThrottle) InboxState(context.Context, string, Override) (State, error)
 func (downThrottle) States(context.Context, string, Override) (State, State, error) {
 	return State{}, State{}, errDown
 }
+func (downThrottle) InboxVersion(context.Context) (string, error) { return "", errDown }
+func (downThrottle) InboxesChanged(context.Context) error         { return errDown }
 
 func TestFailOpenAdmitsAndCounts(t *testing.T) {
 	f := NewFailOpen(downThrottle{}, nil)

@@ -114,17 +114,21 @@ func (p *PostgresThrottle) ReserveInbox(ctx context.Context, lease time.Duration
 	}
 	var (
 		admitted bool
+		stale    sql.NullBool
 		now, id  sql.NullInt64
 		g, in    [5]sql.NullInt64 // used minute, hour; oldest minute, hour; in flight
 	)
-	err := p.db.QueryRowContext(ctx, `SELECT admitted, now_ns, res_id,
+	err := p.db.QueryRowContext(ctx, `SELECT admitted, stale, now_ns, res_id,
 		g_used_m, g_used_h, g_old_m, g_old_h, g_flight, i_used_m, i_used_h, i_old_m, i_old_h, i_flight
-		FROM throttle_reserve($1, $2, $3, $4, $5, $6, $7)`,
+		FROM throttle_reserve($1, $2, $3, $4, $5, $6, $7, $8)`,
 		p.clockOffset(), inboxID, int64(max(lease, 0)+p.margin),
-		p.limits.global.PerMinute, p.limits.global.PerHour, lim.PerMinute, lim.PerHour).
-		Scan(&admitted, &now, &id, &g[0], &g[1], &g[2], &g[3], &g[4], &in[0], &in[1], &in[2], &in[3], &in[4])
+		p.limits.global.PerMinute, p.limits.global.PerHour, lim.PerMinute, lim.PerHour, o.Version).
+		Scan(&admitted, &stale, &now, &id, &g[0], &g[1], &g[2], &g[3], &g[4], &in[0], &in[1], &in[2], &in[3], &in[4])
 	if err != nil {
 		return nil, p.unavailable(err)
+	}
+	if stale.Bool {
+		return nil, ErrStaleInbox
 	}
 	if admitted {
 		a := &admission{now: now.Int64, global: pgSummary(g), inbox: pgSummary(in),
@@ -220,6 +224,20 @@ func (p *PostgresThrottle) snapshot(ctx context.Context, inboxID string) (int64,
 	}
 	return now, g, in, nil
 }
+
+// InboxVersion implements Throttle: inbox_version, which a trigger moves
+// with every change to inboxes (migration 0006).
+func (p *PostgresThrottle) InboxVersion(ctx context.Context) (string, error) {
+	var v string
+	if err := p.db.QueryRowContext(ctx, `SELECT v::TEXT FROM inbox_version`).Scan(&v); err != nil {
+		return "", p.unavailable(err)
+	}
+	return v, nil
+}
+
+// InboxesChanged implements Throttle: nothing to do, the trigger did it in
+// the changing transaction.
+func (p *PostgresThrottle) InboxesChanged(context.Context) error { return nil }
 
 // State implements Throttle.
 func (p *PostgresThrottle) State(ctx context.Context) (State, error) {

@@ -2,6 +2,7 @@ package skuld
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -82,8 +83,10 @@ func (r *RedisThrottle) keys(inboxID string) []string {
 	return []string{s + ":m", s + ":h", s + ":r"}
 }
 
+// scopeKeys returns the reservation sequence, the version of the inboxes,
+// and the keys of the global scope and inboxID's ("" for none).
 func (r *RedisThrottle) scopeKeys(inboxID string) []string {
-	k := append([]string{r.prefix + ":seq"}, r.keys("")...)
+	k := append([]string{r.prefix + ":seq", r.prefix + ":inbox-version"}, r.keys("")...)
 	if inboxID != "" {
 		k = append(k, r.keys(inboxID)...)
 	}
@@ -112,15 +115,18 @@ func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, i
 	lim := r.limits.inbox.with(o)
 	full := max(lease, 0) + r.margin
 	res, err := reserveScript.Run(ctx, r.rdb, r.scopeKeys(inboxID), r.offsetMicros(), full.Microseconds(),
-		r.limits.global.PerMinute, r.limits.global.PerHour, lim.PerMinute, lim.PerHour, inboxTTL(full)).Slice()
+		r.limits.global.PerMinute, r.limits.global.PerHour, lim.PerMinute, lim.PerHour, inboxTTL(full),
+		o.Version, newVersion()).Slice()
 	if err != nil {
 		return nil, r.unavailable(err)
 	}
-	if len(res) < 2 {
-		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
-	}
-	if admitted, _ := res[0].(int64); admitted == 1 {
+	switch v, _ := res[0].(int64); {
+	case v == 1:
 		return r.ticket(res, inboxID, lim, inboxTTL(full))
+	case v == 2:
+		return nil, ErrStaleInbox
+	case len(res) < 2:
+		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
 	}
 	now, g, in, err := parseScopes(res[1:])
 	if err != nil {
@@ -138,6 +144,29 @@ func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, i
 	// here would be a bug in one of them. Refuse for the least time.
 	return nil, &RateLimitedError{RetryAfter: time.Second,
 		Violations: []Violation{{Window: "per-minute", Limit: r.limits.global.PerMinute, RetryAfter: time.Second}}}
+}
+
+// newVersion is a version of the inboxes no server has seen: random, so
+// that one set after Redis lost its data never equals one from before.
+func newVersion() string { return rand.Text() }
+
+// InboxVersion implements Throttle.
+func (r *RedisThrottle) InboxVersion(ctx context.Context) (string, error) {
+	keys := r.scopeKeys("")[:2]
+	v, err := versionScript.Run(ctx, r.rdb, keys, "", "", "", "", "", "", "", "", newVersion()).Text()
+	if err != nil {
+		return "", r.unavailable(err)
+	}
+	return v, nil
+}
+
+// InboxesChanged implements Throttle: Redis does not see the database, so
+// the server that changed an inbox moves the version, after its commit.
+func (r *RedisThrottle) InboxesChanged(ctx context.Context) error {
+	if err := r.rdb.Set(ctx, r.scopeKeys("")[1], newVersion(), 0).Err(); err != nil {
+		return r.unavailable(err)
+	}
+	return nil
 }
 
 // State implements Throttle.
@@ -257,7 +286,7 @@ type redisTicket struct {
 // Commit counts the send at Redis's clock in every scope where it is still
 // in flight; one reclaimed after its lease was counted then.
 func (t *redisTicket) Commit(ctx context.Context) error {
-	keys := t.r.scopeKeys(t.inboxID)[1:]
+	keys := t.r.scopeKeys(t.inboxID)[2:]
 	if err := commitScript.Run(ctx, t.r.rdb, keys, t.r.offsetMicros(), t.id, t.ttl).Err(); err != nil {
 		return t.r.unavailable(err)
 	}
@@ -266,7 +295,7 @@ func (t *redisTicket) Commit(ctx context.Context) error {
 
 // Release removes the reservation from every scope.
 func (t *redisTicket) Release(ctx context.Context) error {
-	keys := t.r.scopeKeys(t.inboxID)[1:]
+	keys := t.r.scopeKeys(t.inboxID)[2:]
 	if err := releaseScript.Run(ctx, t.r.rdb, keys, t.id).Err(); err != nil {
 		return t.r.unavailable(err)
 	}

@@ -71,18 +71,40 @@ local function full(n, limit)
 end
 `
 
-// reserveScript: KEYS seq, global m h r, [inbox m h r]; ARGV offset,
-// lease (µs, margin included), global per-minute, per-hour, inbox
-// per-minute, per-hour, inbox key TTL (ms). Admitted: {1, now, id, global
+// luaVersion reads the version of the inboxes (KEYS[2]), setting it to
+// ARGV[9] if missing: after Redis lost its data, no copy of an inbox read
+// before matches.
+const luaVersion = `
+local function version()
+  local v = redis.call('GET', KEYS[2])
+  if not v then
+    v = ARGV[9]
+    redis.call('SET', KEYS[2], v)
+  end
+  return v
+end
+`
+
+// versionScript: KEYS seq, version; ARGV (1 to 8 unused), a fresh version
+// to set if there is none. The version of the inboxes.
+var versionScript = redis.NewScript(luaVersion + `return version()`)
+
+// reserveScript: KEYS seq, version, global m h r, [inbox m h r]; ARGV
+// offset, lease (µs, margin included), global per-minute, per-hour, inbox
+// per-minute, per-hour, inbox key TTL (ms), the version the inbox was read
+// at ("": read just now), a fresh version. Stale inbox: {2}. Admitted: {1, now, id, global
 // summary, [inbox summary]} (in flight includes this send). Refused:
 // {0, now, global m, h, r, [inbox m, h, r]}, the raw state for Retry-After.
-var reserveScript = redis.NewScript(luaScope + `
-local gm, gh, graw, gsum = scope(KEYS[2], KEYS[3], KEYS[4])
+var reserveScript = redis.NewScript(luaScope + luaVersion + `
+if ARGV[8] ~= '' and version() ~= ARGV[8] then
+  return {2}
+end
+local gm, gh, graw, gsum = scope(KEYS[3], KEYS[4], KEYS[5])
 local refused = full(gm, ARGV[3]) or full(gh, ARGV[4])
 local iraw, isum
-if #KEYS == 7 then
+if #KEYS == 8 then
   local im, ih
-  im, ih, iraw, isum = scope(KEYS[5], KEYS[6], KEYS[7])
+  im, ih, iraw, isum = scope(KEYS[6], KEYS[7], KEYS[8])
   refused = refused or full(im, ARGV[5]) or full(ih, ARGV[6])
 end
 if refused then
@@ -94,10 +116,10 @@ if refused then
 end
 local id = redis.call('INCR', KEYS[1])
 local deadline = now + tonumber(ARGV[2])
-redis.call('ZADD', KEYS[4], str(deadline), id)
-if #KEYS == 7 then
-  redis.call('ZADD', KEYS[7], str(deadline), id)
-  for i = 5, 7 do
+redis.call('ZADD', KEYS[5], str(deadline), id)
+if #KEYS == 8 then
+  redis.call('ZADD', KEYS[8], str(deadline), id)
+  for i = 6, 8 do
     redis.call('PEXPIRE', KEYS[i], ARGV[7])
   end
 end

@@ -22,18 +22,52 @@ func (s *Store) CreateInbox(ctx context.Context, in *Inbox) error {
 	return wrap(s.db.WithContext(ctx).Create(in).Error, "create inbox %s", in.EmailAddress)
 }
 
-// Inbox returns the inbox with the given id, or ErrNotFound. Every send
-// reads its inbox, and inboxes change only through this Store, so found
-// inboxes are cached until UpdateInbox or DeleteInbox.
+// Inbox returns the inbox with the given id, or ErrNotFound. On one
+// server's database inboxes change only through this Store, so found
+// inboxes are cached until UpdateInbox or DeleteInbox. On a shared
+// database (ShareDatabase) it reads the database every time, and the copy
+// carries the version of the inboxes it was read at.
 func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
+	if s.inboxVersion != nil {
+		return s.readInbox(ctx, id)
+	}
+	return s.CachedInbox(ctx, id)
+}
+
+// CachedInbox is Inbox for a send: from memory if it was read before. On a
+// shared database the copy may be stale; its Version lets the shared
+// throttle tell, at admission (skuld.ErrStaleInbox), and the send reads it
+// again with Inbox.
+func (s *Store) CachedInbox(ctx context.Context, id string) (*Inbox, error) {
 	in, gen, ok := s.inboxes.get(id)
 	if ok {
 		return &in, nil
+	}
+	if s.inboxVersion != nil {
+		return s.readInbox(ctx, id)
 	}
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
 		return nil, wrap(err, "inbox %s", id)
 	}
 	s.inboxes.put(in, gen)
+	return &in, nil
+}
+
+// readInbox reads an inbox from a shared database, after the version of
+// the inboxes: a change committed in between makes the copy look older
+// than it is, never newer. Without a version (the throttle backend could
+// not be asked) the copy is returned as read just now and not cached.
+func (s *Store) readInbox(ctx context.Context, id string) (*Inbox, error) {
+	_, gen, _ := s.inboxes.get(id)
+	v, verr := s.inboxVersion(ctx)
+	var in Inbox
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
+		return nil, wrap(err, "inbox %s", id)
+	}
+	if verr == nil {
+		in.Version = v
+		s.inboxes.put(in, gen)
+	}
 	return &in, nil
 }
 
@@ -109,15 +143,15 @@ func noLimit(limit int) int {
 // inboxCacheMax bounds the cache; past it the cache starts over.
 const inboxCacheMax = 10000
 
-// inboxCache holds inboxes read from the database. It assumes this Store is
-// the database's only writer, as the send throttle does (one server per
-// database). A generation counter, bumped by every eviction, keeps a read
-// that raced with a delete from caching the deleted inbox.
+// inboxCache holds inboxes read from the database. On one server's
+// database this Store is the only writer, and the cache is current; on a
+// shared one each copy carries its version, checked at admission. A
+// generation counter, bumped by every eviction, keeps a read that raced
+// with a delete from caching the deleted inbox.
 type inboxCache struct {
 	mu  sync.RWMutex
 	m   map[string]Inbox
 	gen uint64
-	off bool // other servers write the database too: see ShareDatabase
 }
 
 // get returns the cached inbox, or the generation to pass to put after
@@ -126,13 +160,13 @@ func (c *inboxCache) get(id string) (Inbox, uint64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	in, ok := c.m[id]
-	return in, c.gen, ok && !c.off
+	return in, c.gen, ok
 }
 
 func (c *inboxCache) put(in Inbox, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen || c.off {
+	if gen != c.gen {
 		return
 	}
 	if c.m == nil || len(c.m) >= inboxCacheMax {

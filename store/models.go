@@ -29,6 +29,10 @@ type Inbox struct {
 	RateLimitPerHour   *int
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
+	// Version is, on a database shared by several servers, the version of
+	// the inboxes this copy was read at (see Store.CachedInbox); "" for a
+	// copy read just now, or on one server's database.
+	Version string `gorm:"-"`
 }
 
 // Thread is a row of the threads table: a conversation inside one inbox.

@@ -1,13 +1,18 @@
 package store
 
+import "context"
+
 // ShareDatabase tells the Store that other servers write the same database
-// (a shared throttle backend), so nothing it read may be served from
-// memory: a PATCH of an inbox's limits on one server must hold on the next
-// send through any other. It turns the inbox cache off; a send then reads
-// its inbox by primary key. Call it before the Store is used.
-func (s *Store) ShareDatabase() {
+// (a shared throttle backend), so that what it holds in memory may be out
+// of date: a PATCH of an inbox's limits on one server must hold on the next
+// send through any other. version reports the version of the inboxes,
+// which moves with every change (skuld.Throttle.InboxVersion). Inbox then
+// reads the database every time; CachedInbox, which a send uses, serves
+// copies stamped with the version they were read at, which the shared
+// throttle checks at admission. Call it before the Store is used.
+func (s *Store) ShareDatabase(version func(context.Context) (string, error)) {
 	s.inboxes.mu.Lock()
 	defer s.inboxes.mu.Unlock()
-	s.inboxes.off = true
+	s.inboxVersion = version
 	s.inboxes.m = nil
 }

@@ -66,6 +66,8 @@ type Store struct {
 	closeErr  error
 
 	inboxes inboxCache
+	// inboxVersion is set on a shared database: see ShareDatabase.
+	inboxVersion func(context.Context) (string, error)
 }
 
 // Open connects to the database described by o and pings it. It does not

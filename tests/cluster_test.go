@@ -127,11 +127,27 @@ func TestClusterKeepsInboxLimits(t *testing.T) {
 				t.Fatalf("%d messages at the SMTP server, want exactly 20", n)
 			}
 			// A PATCH on one server holds on the next send through the
-			// others (no inbox cache when the database is shared).
+			// others, which hold copies of the inbox from before: their
+			// admission finds the copy stale and reads the inbox again.
 			mustStatus(t, servers[0].do(t, "PATCH", "/v1/inboxes/"+inboxes[0],
 				map[string]any{"rate_limit": map[string]any{"per_minute": 6}}), http.StatusOK)
 			mustStatus(t, servers[1].send(t, inboxes[0], "bob@customer.test"), http.StatusCreated)
 			mustStatus(t, servers[2].send(t, inboxes[0], "bob@customer.test"), http.StatusTooManyRequests)
+			// Lowered, too: a copy with the old limit of 5 must not admit
+			// a third send.
+			fresh := servers[0].createInbox(t, "fresh")
+			mustStatus(t, servers[1].send(t, fresh, "bob@customer.test"), http.StatusCreated)
+			mustStatus(t, servers[2].send(t, fresh, "bob@customer.test"), http.StatusCreated)
+			mustStatus(t, servers[0].do(t, "PATCH", "/v1/inboxes/"+fresh,
+				map[string]any{"rate_limit": map[string]any{"per_minute": 2}}), http.StatusOK)
+			mustStatus(t, servers[1].send(t, fresh, "bob@customer.test"), http.StatusTooManyRequests)
+			mustStatus(t, servers[2].send(t, fresh, "bob@customer.test"), http.StatusTooManyRequests)
+			// And deleted: the copies do not send for it.
+			mustStatus(t, servers[0].do(t, "DELETE", "/v1/inboxes/"+fresh, nil), http.StatusNoContent)
+			mustStatus(t, servers[1].send(t, fresh, "bob@customer.test"), http.StatusNotFound)
+			if n := mx.Count(); n != 23 {
+				t.Fatalf("%d messages at the SMTP server, want 23", n)
+			}
 		})
 	}
 }

@@ -90,7 +90,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	// is the in-memory limiter's, and resolving "interrupted" sends at
 	// start would fail those of the other servers still running.
 	if a.throttle.shared() {
-		st.ShareDatabase()
+		st.ShareDatabase(a.throttle.InboxVersion)
 	} else if err := a.restoreThrottle(ctx); err != nil {
 		a.closeAll()
 		return nil, err

@@ -3,11 +3,30 @@
 -- per scope (global, inbox) and window (minute, hour) the committed sends,
 -- the oldest bucket holding one (NULL if none), and the reservations in
 -- flight (this one included). The windows are those 0005 judges by.
+--
+-- And it checks the caller's copy of the inbox: servers sharing the throttle
+-- cache inboxes, and a copy read before another server changed an inbox's
+-- limits (or deleted it) must not be judged by. inbox_version counts every
+-- change to inboxes, in the changing transaction (a trigger, so a change
+-- made in SQL by hand counts too); a caller passes the version its copy was
+-- read at and is answered stale (not admitted, nothing taken) if it moved.
 DROP FUNCTION throttle_reserve(BIGINT, TEXT, BIGINT, INTEGER, INTEGER, INTEGER, INTEGER);
 
+CREATE TABLE inbox_version (v BIGINT NOT NULL);
+INSERT INTO inbox_version (v) VALUES (0);
+
+CREATE FUNCTION inbox_version_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE inbox_version SET v = v + 1;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER inboxes_changed AFTER UPDATE OR DELETE ON inboxes
+    FOR EACH STATEMENT EXECUTE FUNCTION inbox_version_bump();
+
 CREATE FUNCTION throttle_reserve(p_offset BIGINT, p_inbox TEXT, p_lease BIGINT,
-    p_gmin INTEGER, p_ghour INTEGER, p_imin INTEGER, p_ihour INTEGER,
-    OUT admitted BOOLEAN, OUT now_ns BIGINT, OUT res_id BIGINT,
+    p_gmin INTEGER, p_ghour INTEGER, p_imin INTEGER, p_ihour INTEGER, p_version TEXT,
+    OUT admitted BOOLEAN, OUT stale BOOLEAN, OUT now_ns BIGINT, OUT res_id BIGINT,
     OUT g_used_m BIGINT, OUT g_used_h BIGINT, OUT g_old_m BIGINT, OUT g_old_h BIGINT, OUT g_flight BIGINT,
     OUT i_used_m BIGINT, OUT i_used_h BIGINT, OUT i_old_m BIGINT, OUT i_old_h BIGINT, OUT i_flight BIGINT)
 LANGUAGE plpgsql AS $$
@@ -15,6 +34,13 @@ DECLARE
     lo_m BIGINT;
     lo_h BIGINT;
 BEGIN
+    -- '' is a copy read just now: nothing to check.
+    IF p_version <> '' AND p_version IS DISTINCT FROM (SELECT v::TEXT FROM inbox_version) THEN
+        admitted := false;
+        stale := true;
+        RETURN;
+    END IF;
+    stale := false;
     PERFORM pg_advisory_xact_lock(7957704885311926833); -- "nornthr1"
     now_ns := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT + p_offset;
     IF EXISTS (SELECT 1 FROM throttle_reservations WHERE deadline_ns <= now_ns) THEN

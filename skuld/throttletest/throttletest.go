@@ -30,6 +30,10 @@ type Backend struct {
 	Advance func(d time.Duration)
 	// Margin is what the backend adds to a lease before it reclaims.
 	Margin time.Duration
+	// ChangeInbox changes an inbox as a PATCH on another server would
+	// (and tells the throttle, where the backend cannot see it itself);
+	// set on a shared backend.
+	ChangeInbox func()
 	// Shared reports state that outlives a throttle: the restart and
 	// lease-reclaim cases run only then. The in-memory backend keeps its
 	// state in the process; its restart is the send_log's (RestoreThrottle)
@@ -54,6 +58,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"TicketStatesMatchARead", false, testTicketStates},
 		{"Restart", true, testRestart},
 		{"LeaseReclaim", true, testLeaseReclaim},
+		{"StaleInboxCopy", true, testStaleInbox},
 		{"ConcurrentGlobal", false, testConcurrentGlobal},
 		{"ConcurrentInboxes", false, testConcurrentInboxes},
 	}
@@ -401,5 +406,46 @@ func testTicketStates(t *testing.T, b Backend) {
 	commit(t, tk)
 	if _, _, ok := tk.States(true); ok {
 		t.Fatal("a ticket reported the windows with one left full; its reset needs a full read")
+	}
+}
+
+// testStaleInbox: an admission judged on a copy of an inbox read before
+// another server changed one is refused with ErrStaleInbox, taking nothing;
+// a copy read since, at the new version, is judged as usual.
+func testStaleInbox(t *testing.T, b Backend) {
+	th := b.New(skuld.Limits{}, skuld.Limits{PerMinute: 1})
+	v, err := th.InboxVersion(ctx)
+	if err != nil {
+		t.Fatalf("InboxVersion: %v", err)
+	}
+	tk, err := th.ReserveInbox(ctx, lease, "a", skuld.Override{Version: v})
+	if err != nil {
+		t.Fatalf("ReserveInbox at the current version: %v", err)
+	}
+	if err := tk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.ChangeInbox()
+	if tk, err = th.ReserveInbox(ctx, lease, "a", skuld.Override{Version: v}); !errors.Is(err, skuld.ErrStaleInbox) {
+		if tk != nil {
+			_ = tk.Release(ctx)
+		}
+		t.Fatalf("ReserveInbox with a copy from before a change: %v, want ErrStaleInbox", err)
+	}
+	v2, err := th.InboxVersion(ctx)
+	if err != nil || v2 == v {
+		t.Fatalf("InboxVersion after a change = %q, %v; want other than %q", v2, err, v)
+	}
+	if st := state(t, th, "a"); st.PerMinute.Used != 0 || st.PerMinute.InFlight != 0 {
+		t.Fatalf("the stale admission took %+v", st.PerMinute)
+	}
+	two := b.New(skuld.Limits{}, skuld.Limits{PerMinute: 1}) // another server
+	tk, err = two.ReserveInbox(ctx, lease, "a", skuld.Override{Version: v2})
+	if err != nil {
+		t.Fatalf("ReserveInbox at the new version: %v", err)
+	}
+	commit(t, tk)
+	if _, err := th.ReserveInbox(ctx, lease, "a", skuld.Override{Version: v2}); !errors.As(err, new(*skuld.RateLimitedError)) {
+		t.Fatalf("second send at the new version: %v, want refused by the inbox's limit", err)
 	}
 }
