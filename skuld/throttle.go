@@ -138,10 +138,10 @@ type memTicket struct {
 	c Clock
 }
 
-func (t *memTicket) Commit(context.Context) error  { t.r.Commit(t.c.Mono()); return nil }
-func (t *memTicket) Release(context.Context) error { t.r.Release(); return nil }
-func (t *memTicket) MinuteCount() int              { return t.r.MinuteCount() }
-func (t *memTicket) HourCount() int                { return t.r.HourCount() }
+func (t *memTicket) Commit(context.Context) error     { t.r.Commit(t.c.Mono()); return nil }
+func (t *memTicket) Release(context.Context) error    { t.r.Release(); return nil }
+func (t *memTicket) MinuteCount() int                 { return t.r.MinuteCount() }
+func (t *memTicket) HourCount() int                   { return t.r.HourCount() }
 func (t *memTicket) States(bool) (State, State, bool) { return State{}, State{}, false }
 
 // settle commits or releases a Ticket. A shared backend that cannot be

@@ -69,8 +69,8 @@ func (f *FailOpen) Unthrottled() int64 { return f.unthrottled.Load() }
 // unthrottled is the Ticket of a send the backend never saw.
 type unthrottled struct{}
 
-func (unthrottled) Commit(context.Context) error  { return nil }
-func (unthrottled) Release(context.Context) error { return nil }
-func (unthrottled) MinuteCount() int              { return 0 }
-func (unthrottled) HourCount() int                { return 0 }
+func (unthrottled) Commit(context.Context) error     { return nil }
+func (unthrottled) Release(context.Context) error    { return nil }
+func (unthrottled) MinuteCount() int                 { return 0 }
+func (unthrottled) HourCount() int                   { return 0 }
 func (unthrottled) States(bool) (State, State, bool) { return State{}, State{}, false }
