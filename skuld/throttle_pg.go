@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	neturl "net/url"
+	"sync"
 	"time"
 
 	// Registers the "pgx" database/sql driver.
@@ -18,13 +19,21 @@ import (
 // under a transaction-level advisory lock: it stamps the database's
 // clock_timestamp(), counts the reservations whose lease has run out (their
 // servers died) at their deadline, reads the scopes, judges, and inserts
-// the reservation. Commit and release are one statement each.
+// the reservation. Commits and releases are gathered for settleDelay and
+// sent together, so that a send costs about one statement, not two; near
+// a limit, where a refusal's Retry-After would take a pending commit for a
+// send still in flight, each goes at once.
 //
 // It is safe for concurrent use, by goroutines and by servers.
 type PostgresThrottle struct {
-	db     *sql.DB
-	limits sharedLimits
-	margin time.Duration
+	db         *sql.DB
+	limits     sharedLimits
+	margin     time.Duration
+	settles    settles
+	admissions admissions
+	start      time.Time // of localNow
+	// settleDelay: PostgresOptions.SettleDelay
+	settleDelay time.Duration
 	// offset is added to the database's clock: nil but in tests, which
 	// move time without waiting for it.
 	offset func() time.Duration
@@ -34,6 +43,9 @@ type PostgresThrottle struct {
 type PostgresOptions struct {
 	Global, Inbox Limits        // the global limits and the inbox defaults
 	LeaseMargin   time.Duration // 0: DefaultLeaseMargin
+	// SettleDelay is how long commits and releases far from every limit
+	// are gathered before they are sent together; 0: settleDelay.
+	SettleDelay time.Duration
 	// ClockOffset, if set, is added to the database's clock at every
 	// reading; for tests only.
 	ClockOffset func() time.Duration
@@ -46,15 +58,6 @@ const pgThrottleLock int64 = 0x6e6f726e_74687231 // "nornthr1"
 
 // nowSQL is the database's clock in ns since the Unix epoch, plus $1.
 const nowSQL = `(extract(epoch from clock_timestamp()) * 1000000000)::bigint + $1::bigint`
-
-// countSQL deletes the reservations that gone selects and counts each, in
-// the global windows and its inbox's, at its column t.
-const countSQL = `WITH gone AS (%s),
-ev AS (SELECT '' AS scope, t FROM gone UNION ALL SELECT inbox_id, t FROM gone WHERE inbox_id <> '')
-INSERT INTO throttle_counts (scope, width, bucket, sends)
-SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::bigint), (60::bigint)) AS w(w)
-GROUP BY 1, 2, 3
-ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends`
 
 // OpenPostgresThrottleDB opens the throttle's own small pool on the
 // database at url (a postgres:// URL), whose transactions commit without
@@ -89,7 +92,11 @@ func NewPostgresThrottle(db *sql.DB, o PostgresOptions) *PostgresThrottle {
 	if o.LeaseMargin <= 0 {
 		o.LeaseMargin = DefaultLeaseMargin
 	}
-	return &PostgresThrottle{db: db, limits: newSharedLimits(o.Global, o.Inbox), margin: o.LeaseMargin, offset: o.ClockOffset}
+	if o.SettleDelay <= 0 {
+		o.SettleDelay = settleDelay
+	}
+	return &PostgresThrottle{db: db, limits: newSharedLimits(o.Global, o.Inbox), margin: o.LeaseMargin,
+		offset: o.ClockOffset, start: time.Now(), settleDelay: o.SettleDelay}
 }
 
 func (p *PostgresThrottle) clockOffset() int64 {
@@ -104,36 +111,25 @@ func (p *PostgresThrottle) unavailable(err error) error {
 }
 
 // ReserveInbox implements Throttle. Admission is one call of the
-// database function throttle_reserve (migration 0005), so the admission
-// lock is held for one statement, not for round trips; only a refusal
-// reads the raw state back to compute Retry-After.
+// database function throttle_reserve_many (migration 0006), shared with
+// the admissions that arrive meanwhile (see admit), so the admission lock
+// is held for one statement, not for round trips; only a refusal reads the
+// raw state back to compute Retry-After.
 func (p *PostgresThrottle) ReserveInbox(ctx context.Context, lease time.Duration, inboxID string, o Override) (Ticket, error) {
 	lim := p.limits.inbox.with(o)
 	if inboxID == "" {
 		lim = Limits{}
 	}
-	var (
-		admitted bool
-		stale    sql.NullBool
-		now, id  sql.NullInt64
-		g, in    [5]sql.NullInt64 // used minute, hour; oldest minute, hour; in flight
-	)
-	err := p.db.QueryRowContext(ctx, `SELECT admitted, stale, now_ns, res_id,
-		g_used_m, g_used_h, g_old_m, g_old_h, g_flight, i_used_m, i_used_h, i_old_m, i_old_h, i_flight
-		FROM throttle_reserve($1, $2, $3, $4, $5, $6, $7, $8)`,
-		p.clockOffset(), inboxID, int64(max(lease, 0)+p.margin),
-		p.limits.global.PerMinute, p.limits.global.PerHour, lim.PerMinute, lim.PerHour, o.Version).
-		Scan(&admitted, &stale, &now, &id, &g[0], &g[1], &g[2], &g[3], &g[4], &in[0], &in[1], &in[2], &in[3], &in[4])
-	if err != nil {
-		return nil, p.unavailable(err)
-	}
-	if stale.Bool {
+	res := p.admit(ctx, &admitRequest{inboxID: inboxID, lease: int64(max(lease, 0) + p.margin), lim: lim, version: o.Version})
+	switch {
+	case res.err != nil:
+		return nil, p.unavailable(res.err)
+	case res.stale:
 		return nil, ErrStaleInbox
-	}
-	if admitted {
-		a := &admission{now: now.Int64, global: pgSummary(g), inbox: pgSummary(in),
+	case res.admitted:
+		a := &admission{now: res.now, global: res.global, inbox: res.inbox,
 			limits: [2]Limits{p.limits.global, lim}, inboxScope: inboxID != ""}
-		return &pgTicket{p: p, id: id.Int64, a: a}, nil
+		return &pgTicket{p: p, id: res.id, a: a}, nil
 	}
 	return nil, p.refusal(ctx, inboxID, o)
 }
@@ -175,6 +171,10 @@ UNION ALL SELECT $2, 0, deadline_ns, 0 FROM throttle_reservations WHERE inbox_id
 // database's now. A reservation past its deadline is read as what the next
 // admission will make of it: a send counted at its deadline.
 func (p *PostgresThrottle) snapshot(ctx context.Context, inboxID string) (int64, *scopeState, *scopeState, error) {
+	// This server's own commits and releases are seen by its reads.
+	if err := p.flush(ctx); err != nil {
+		return 0, nil, nil, err
+	}
 	rows, err := p.db.QueryContext(ctx, snapshotSQL, p.clockOffset(), inboxID)
 	if err != nil {
 		return 0, nil, nil, err
@@ -278,28 +278,142 @@ func pgSummary(c [5]sql.NullInt64) scopeSummary {
 	}
 }
 
+// settleDelay is how long commits and releases are gathered before they
+// are sent together, by default.
+const settleDelay = 10 * time.Millisecond
+
+// settles holds the commits and releases not yet sent to the database.
+type settles struct {
+	mu        sync.Mutex
+	commits   []pendingCommit
+	releases  []int64
+	scheduled bool
+}
+
+// pendingCommit is a commit made at local time at (see localNow).
+type pendingCommit struct{ id, at int64 }
+
+// localNow is this server's monotonic clock (plus the tests' offset), in
+// ns: what tells the database how long ago a commit was made.
+func (p *PostgresThrottle) localNow() int64 {
+	return int64(time.Since(p.start)) + p.clockOffset()
+}
+
+// commitArgs splits commits into throttle_settle's ids and ages.
+func (p *PostgresThrottle) commitArgs(commits []pendingCommit) (ids, agos []int64) {
+	now := p.localNow()
+	for _, c := range commits {
+		ids = append(ids, c.id)
+		agos = append(agos, now-c.at)
+	}
+	return ids, agos
+}
+
+// settle commits (or releases) reservation id: with what is pending, at
+// once if now, else within settleDelay.
+func (p *PostgresThrottle) settle(ctx context.Context, id int64, commit, now bool) error {
+	p.settles.add(p, id, commit, !now)
+	if now {
+		return p.Flush(ctx)
+	}
+	return nil
+}
+
+func (s *settles) add(p *PostgresThrottle, id int64, commit, schedule bool) {
+	at := p.localNow()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if commit {
+		s.commits = append(s.commits, pendingCommit{id, at})
+	} else {
+		s.releases = append(s.releases, id)
+	}
+	if schedule {
+		s.schedule(p, p.settleDelay)
+	}
+}
+
+// schedule sends what is pending after d unless a flush takes it first;
+// s.mu is held.
+func (s *settles) schedule(p *PostgresThrottle, d time.Duration) {
+	if s.scheduled {
+		return
+	}
+	s.scheduled = true
+	time.AfterFunc(d, func() {
+		s.mu.Lock()
+		s.scheduled = false
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if p.Flush(ctx) != nil {
+			// The database is unreachable: try again in a second; the
+			// reservations count meanwhile, and are reclaimed at their
+			// deadlines if this server dies first.
+			s.mu.Lock()
+			s.schedule(p, time.Second)
+			s.mu.Unlock()
+		}
+	})
+}
+
+// take empties the pending lists (nil, nil if empty).
+func (s *settles) take() (commits []pendingCommit, releases []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	commits, releases = s.commits, s.releases
+	s.commits, s.releases = nil, nil
+	return commits, releases
+}
+
+// putBack returns lists take gave to a call that failed. Settling twice is
+// harmless: the second finds no reservation to delete or count.
+func (s *settles) putBack(commits []pendingCommit, releases []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commits = append(s.commits, commits...)
+	s.releases = append(s.releases, releases...)
+}
+
+// Flush sends this server's pending commits and releases now; call it
+// before closing the database.
+func (p *PostgresThrottle) Flush(ctx context.Context) error {
+	if err := p.flush(ctx); err != nil {
+		return p.unavailable(err)
+	}
+	return nil
+}
+
+func (p *PostgresThrottle) flush(ctx context.Context) error {
+	commits, releases := p.settles.take()
+	if commits == nil && releases == nil {
+		return nil
+	}
+	ids, agos := p.commitArgs(commits)
+	_, err := p.db.ExecContext(ctx, `SELECT throttle_settle(`+nowSQL+`, $2, $3, $4)`, p.clockOffset(), ids, agos, releases)
+	if err != nil {
+		p.settles.putBack(commits, releases)
+	}
+	return err
+}
+
 type pgTicket struct {
 	p  *PostgresThrottle
 	id int64
 	a  *admission
 }
 
-// Commit counts the send at the database's clock. A reservation already
-// reclaimed (the commit came after its lease) was counted then.
+// Commit counts the send at the moment of the call. Far from every limit
+// it is gathered with others for settleDelay; one that never arrives (the
+// server died) leaves the reservation to be reclaimed, and counted, at its
+// deadline. Near a limit it is sent at once.
 func (t *pgTicket) Commit(ctx context.Context) error {
-	q := fmt.Sprintf(countSQL, `DELETE FROM throttle_reservations WHERE id = $2 RETURNING inbox_id, `+nowSQL+` AS t`)
-	if _, err := t.p.db.ExecContext(ctx, q, t.p.clockOffset(), t.id); err != nil {
-		return t.p.unavailable(err)
-	}
-	return nil
+	return t.p.settle(ctx, t.id, true, t.a.nearLimit())
 }
 
-// Release deletes the reservation.
+// Release gives the slot back, gathered or at once like Commit.
 func (t *pgTicket) Release(ctx context.Context) error {
-	if _, err := t.p.db.ExecContext(ctx, `DELETE FROM throttle_reservations WHERE id = $1`, t.id); err != nil {
-		return t.p.unavailable(err)
-	}
-	return nil
+	return t.p.settle(ctx, t.id, false, t.a.nearLimit())
 }
 
 func (t *pgTicket) MinuteCount() int { return t.a.minuteCount() }

@@ -61,3 +61,59 @@ func migrate(t *testing.T, url string) {
 func migrateDB(db *sql.DB) error {
 	return migrations.Apply(context.Background(), db, migrations.Postgres)
 }
+
+// Far from every limit a server gathers its commits and sends them
+// together, each counted at the moment it was made; near one (80%) it sends
+// them at once, so that another server's refusal does not take them for
+// sends still in flight.
+func TestPostgresThrottleGathersCommits(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.PostgresURL(t)
+	migrate(t, url)
+	var offset atomic.Int64
+	newThrottle := func() *skuld.PostgresThrottle {
+		return skuld.NewPostgresThrottle(openDB(t, url), skuld.PostgresOptions{
+			Global: skuld.Limits{PerMinute: 10}, SettleDelay: time.Hour,
+			ClockOffset: func() time.Duration { return time.Duration(offset.Load()) }})
+	}
+	th, other := newThrottle(), newThrottle()
+	used := func(wantUsed, wantInFlight int) {
+		t.Helper()
+		st, err := other.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.PerMinute.Used != wantUsed || st.PerMinute.InFlight != wantInFlight {
+			t.Fatalf("another server sees used %d, in flight %d; want %d, %d",
+				st.PerMinute.Used, st.PerMinute.InFlight, wantUsed, wantInFlight)
+		}
+	}
+	send := func() {
+		t.Helper()
+		tk, err := th.ReserveInbox(ctx, time.Minute, "", skuld.Override{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		send()
+	}
+	used(0, 3) // gathered, not sent
+	offset.Add(int64(30 * time.Second))
+	if err := th.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	used(3, 0)
+	offset.Add(int64(31 * time.Second))
+	used(0, 0) // counted when committed, 61 s ago, not when sent
+
+	for range 7 {
+		send()
+	}
+	used(0, 7)
+	send() // the eighth of ten: near the limit, sent at once with the rest
+	used(8, 0)
+}

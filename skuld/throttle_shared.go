@@ -113,6 +113,23 @@ type admission struct {
 	inboxScope    bool
 }
 
+// nearLimit reports a limited window at 80% or more, this send included:
+// where a commit left pending would make the next refusal's Retry-After
+// assume the send may still go out at its deadline.
+func (a *admission) nearLimit() bool {
+	for i, s := range [2]scopeSummary{a.global, a.inbox} {
+		if i == 1 && !a.inboxScope {
+			break
+		}
+		for _, w := range [2]struct{ used, limit int }{{s.minute.used, a.limits[i].PerMinute}, {s.hour.used, a.limits[i].PerHour}} {
+			if w.limit > 0 && 5*(w.used+s.inFlight) >= 4*w.limit {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // minuteCount and hourCount are the global counts, this send included.
 func (a *admission) minuteCount() int { return a.global.minute.used + a.global.inFlight }
 func (a *admission) hourCount() int   { return a.global.hour.used + a.global.inFlight }

@@ -23,6 +23,7 @@ type throttle struct {
 	skuld.Throttle
 	lock  *store.ServerLock // memory on PostgreSQL: this server is the only one
 	db    *sql.DB           // postgres: the throttle's own small pool
+	pg    *skuld.PostgresThrottle
 	redis *redis.Client     // redis
 
 	closeOnce sync.Once
@@ -51,7 +52,8 @@ func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, mem *s
 			return nil, fmt.Errorf("THROTTLE_BACKEND=postgres: %w", err)
 		}
 		t.db = db
-		t.Throttle = skuld.NewPostgresThrottle(db, skuld.PostgresOptions{Global: global, Inbox: inbox})
+		t.pg = skuld.NewPostgresThrottle(db, skuld.PostgresOptions{Global: global, Inbox: inbox})
+		t.Throttle = t.pg
 	case "redis":
 		rdb, err := skuld.NewRedisClient(cfg.RedisURL)
 		if err != nil {
@@ -101,6 +103,13 @@ func (t *throttle) Close() error {
 	}
 	t.closeOnce.Do(func() {
 		errs := []error{t.lock.Release()}
+		if t.pg != nil {
+			// The last commits and releases; lost, they would count
+			// until their reservations' deadlines.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			errs = append(errs, t.pg.Flush(ctx))
+			cancel()
+		}
 		if t.db != nil {
 			errs = append(errs, t.db.Close())
 		}

@@ -1,8 +1,11 @@
--- 0006: throttle_reserve also reports what an admitted send's rate-limit
--- headers need, so that a 201 costs no second read of the shared state:
--- per scope (global, inbox) and window (minute, hour) the committed sends,
--- the oldest bucket holding one (NULL if none), and the reservations in
--- flight (this one included). The windows are those 0005 judges by.
+-- 0006: throttle_reserve becomes throttle_reserve_many, which admits the
+-- sends several requests of one server asked for at once under one lock
+-- and in one round trip, in order, exactly as one call each would. For each
+-- admitted send it also reports what the send's rate-limit headers need, so
+-- that a 201 costs no second read of the shared state: per scope (global,
+-- inbox) and window (minute, hour) the committed sends, the oldest bucket
+-- holding one (NULL if none), and the reservations in flight (this one
+-- included). The windows are those 0005 judges by.
 --
 -- And it checks the caller's copy of the inbox: servers sharing the throttle
 -- cache inboxes, and a copy read before another server changed an inbox's
@@ -24,23 +27,42 @@ $$;
 CREATE TRIGGER inboxes_changed AFTER UPDATE OR DELETE ON inboxes
     FOR EACH STATEMENT EXECUTE FUNCTION inbox_version_bump();
 
-CREATE FUNCTION throttle_reserve(p_offset BIGINT, p_inbox TEXT, p_lease BIGINT,
-    p_gmin INTEGER, p_ghour INTEGER, p_imin INTEGER, p_ihour INTEGER, p_version TEXT,
-    OUT admitted BOOLEAN, OUT stale BOOLEAN, OUT now_ns BIGINT, OUT res_id BIGINT,
-    OUT g_used_m BIGINT, OUT g_used_h BIGINT, OUT g_old_m BIGINT, OUT g_old_h BIGINT, OUT g_flight BIGINT,
-    OUT i_used_m BIGINT, OUT i_used_h BIGINT, OUT i_old_m BIGINT, OUT i_old_h BIGINT, OUT i_flight BIGINT)
+-- throttle_settle counts the reservations p_commit, each p_ago ns before
+-- p_now (when its server committed it), and deletes those of p_release: a
+-- server's commits and releases, gathered for a few milliseconds so that
+-- one statement settles many sends. A reservation already reclaimed (its
+-- lease ran out) is not there any more and was counted then.
+CREATE FUNCTION throttle_settle(p_now BIGINT, p_commit BIGINT[], p_ago BIGINT[], p_release BIGINT[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF cardinality(p_release) > 0 THEN
+        DELETE FROM throttle_reservations WHERE id = ANY (p_release);
+    END IF;
+    IF cardinality(p_commit) > 0 THEN
+        WITH c AS (SELECT * FROM unnest(p_commit, p_ago) AS c(id, ago)),
+        gone AS (DELETE FROM throttle_reservations r USING c WHERE r.id = c.id
+            RETURNING r.inbox_id, p_now - greatest(c.ago, 0) AS t),
+        ev AS (SELECT ''::TEXT AS scope, t FROM gone UNION ALL SELECT inbox_id, t FROM gone WHERE inbox_id <> '')
+        INSERT INTO throttle_counts (scope, width, bucket, sends)
+        SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::BIGINT), (60::BIGINT)) AS w(w)
+        GROUP BY 1, 2, 3
+        ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends;
+    END IF;
+END
+$$;
+
+CREATE FUNCTION throttle_reserve_many(p_offset BIGINT, p_inboxes TEXT[], p_leases BIGINT[],
+    p_gmin INTEGER, p_ghour INTEGER, p_imins INTEGER[], p_ihours INTEGER[], p_versions TEXT[])
+RETURNS TABLE (admitted BOOLEAN, stale BOOLEAN, now_ns BIGINT, res_id BIGINT,
+    g_used_m BIGINT, g_used_h BIGINT, g_old_m BIGINT, g_old_h BIGINT, g_flight BIGINT,
+    i_used_m BIGINT, i_used_h BIGINT, i_old_m BIGINT, i_old_h BIGINT, i_flight BIGINT)
 LANGUAGE plpgsql AS $$
 DECLARE
     lo_m BIGINT;
     lo_h BIGINT;
+    version TEXT;
+    inbox TEXT;
 BEGIN
-    -- '' is a copy read just now: nothing to check.
-    IF p_version <> '' AND p_version IS DISTINCT FROM (SELECT v::TEXT FROM inbox_version) THEN
-        admitted := false;
-        stale := true;
-        RETURN;
-    END IF;
-    stale := false;
     PERFORM pg_advisory_xact_lock(7957704885311926833); -- "nornthr1"
     now_ns := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT + p_offset;
     IF EXISTS (SELECT 1 FROM throttle_reservations WHERE deadline_ns <= now_ns) THEN
@@ -58,33 +80,40 @@ BEGIN
     IF random() < 0.02 THEN
         DELETE FROM throttle_counts WHERE (width = 1 AND bucket < lo_m) OR (width = 60 AND bucket < lo_h);
     END IF;
-    -- One statement, one snapshot: a commit (delete the reservation, count
-    -- the send) landing between two reads would be seen by neither.
-    WITH c AS (SELECT scope, width, sum(sends) AS n, min(bucket) FILTER (WHERE sends > 0) AS o
-        FROM throttle_counts WHERE scope IN ('', p_inbox)
-        AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h)) GROUP BY 1, 2),
-    r AS (SELECT count(*) AS g, count(*) FILTER (WHERE inbox_id = p_inbox AND p_inbox <> '') AS i FROM throttle_reservations)
-    SELECT coalesce((SELECT n FROM c WHERE scope = '' AND width = 1), 0),
-           coalesce((SELECT n FROM c WHERE scope = '' AND width = 60), 0),
-           (SELECT o FROM c WHERE scope = '' AND width = 1),
-           (SELECT o FROM c WHERE scope = '' AND width = 60),
-           r.g,
-           coalesce((SELECT n FROM c WHERE scope = p_inbox AND p_inbox <> '' AND width = 1), 0),
-           coalesce((SELECT n FROM c WHERE scope = p_inbox AND p_inbox <> '' AND width = 60), 0),
-           (SELECT o FROM c WHERE scope = p_inbox AND p_inbox <> '' AND width = 1),
-           (SELECT o FROM c WHERE scope = p_inbox AND p_inbox <> '' AND width = 60),
-           r.i
-        INTO g_used_m, g_used_h, g_old_m, g_old_h, g_flight, i_used_m, i_used_h, i_old_m, i_old_h, i_flight FROM r;
-    IF (p_gmin > 0 AND g_used_m + g_flight >= p_gmin) OR (p_ghour > 0 AND g_used_h + g_flight >= p_ghour)
-        OR (p_imin > 0 AND i_used_m + i_flight >= p_imin) OR (p_ihour > 0 AND i_used_h + i_flight >= p_ihour) THEN
+    version := (SELECT v::TEXT FROM inbox_version);
+    -- The global scope once; every admission below adds one in flight.
+    SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0), coalesce(sum(sends) FILTER (WHERE width = 60), 0),
+           min(bucket) FILTER (WHERE width = 1 AND sends > 0), min(bucket) FILTER (WHERE width = 60 AND sends > 0)
+        INTO g_used_m, g_used_h, g_old_m, g_old_h
+        FROM throttle_counts WHERE scope = '' AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h));
+    g_flight := (SELECT count(*) FROM throttle_reservations);
+    FOR k IN 1 .. coalesce(array_length(p_inboxes, 1), 0) LOOP
+        inbox := p_inboxes[k];
+        res_id := NULL;
+        -- '' is a copy read just now: nothing to check.
+        stale := p_versions[k] <> '' AND p_versions[k] IS DISTINCT FROM version;
         admitted := false;
-        RETURN;
-    END IF;
-    INSERT INTO throttle_reservations (inbox_id, deadline_ns) VALUES (p_inbox, now_ns + p_lease) RETURNING id INTO res_id;
-    admitted := true;
-    g_flight := g_flight + 1;
-    IF p_inbox <> '' THEN
-        i_flight := i_flight + 1;
-    END IF;
+        i_used_m := 0; i_used_h := 0; i_old_m := NULL; i_old_h := NULL; i_flight := 0;
+        IF NOT stale THEN
+            IF inbox <> '' THEN
+                SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0), coalesce(sum(sends) FILTER (WHERE width = 60), 0),
+                       min(bucket) FILTER (WHERE width = 1 AND sends > 0), min(bucket) FILTER (WHERE width = 60 AND sends > 0)
+                    INTO i_used_m, i_used_h, i_old_m, i_old_h
+                    FROM throttle_counts WHERE scope = inbox AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h));
+                -- This batch's own admissions are rows already.
+                i_flight := (SELECT count(*) FROM throttle_reservations WHERE inbox_id = inbox);
+            END IF;
+            admitted := NOT ((p_gmin > 0 AND g_used_m + g_flight >= p_gmin) OR (p_ghour > 0 AND g_used_h + g_flight >= p_ghour)
+                OR (p_imins[k] > 0 AND i_used_m + i_flight >= p_imins[k]) OR (p_ihours[k] > 0 AND i_used_h + i_flight >= p_ihours[k]));
+            IF admitted THEN
+                INSERT INTO throttle_reservations (inbox_id, deadline_ns) VALUES (inbox, now_ns + p_leases[k]) RETURNING id INTO res_id;
+                g_flight := g_flight + 1;
+                IF inbox <> '' THEN
+                    i_flight := i_flight + 1;
+                END IF;
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
