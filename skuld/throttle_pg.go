@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	neturl "net/url"
-	"sync"
 	"time"
 
 	// Registers the "pgx" database/sql driver.
@@ -29,11 +28,8 @@ type PostgresThrottle struct {
 	db         *sql.DB
 	limits     sharedLimits
 	margin     time.Duration
-	settles    settles
+	settles    *settles
 	admissions admissions
-	start      time.Time // of localNow
-	// settleDelay: PostgresOptions.SettleDelay
-	settleDelay time.Duration
 	// offset is added to the database's clock: nil but in tests, which
 	// move time without waiting for it.
 	offset func() time.Duration
@@ -92,11 +88,10 @@ func NewPostgresThrottle(db *sql.DB, o PostgresOptions) *PostgresThrottle {
 	if o.LeaseMargin <= 0 {
 		o.LeaseMargin = DefaultLeaseMargin
 	}
-	if o.SettleDelay <= 0 {
-		o.SettleDelay = settleDelay
-	}
-	return &PostgresThrottle{db: db, limits: newSharedLimits(o.Global, o.Inbox), margin: o.LeaseMargin,
-		offset: o.ClockOffset, start: time.Now(), settleDelay: o.SettleDelay}
+	p := &PostgresThrottle{db: db, limits: newSharedLimits(o.Global, o.Inbox), margin: o.LeaseMargin,
+		offset: o.ClockOffset}
+	p.settles = newSettles(o.SettleDelay, o.ClockOffset, p.settle)
+	return p
 }
 
 func (p *PostgresThrottle) clockOffset() int64 {
@@ -172,7 +167,7 @@ UNION ALL SELECT $2, 0, deadline_ns, 0 FROM throttle_reservations WHERE inbox_id
 // admission will make of it: a send counted at its deadline.
 func (p *PostgresThrottle) snapshot(ctx context.Context, inboxID string) (int64, *scopeState, *scopeState, error) {
 	// This server's own commits and releases are seen by its reads.
-	if err := p.flush(ctx); err != nil {
+	if err := p.settles.flush(ctx); err != nil {
 		return 0, nil, nil, err
 	}
 	rows, err := p.db.QueryContext(ctx, snapshotSQL, p.clockOffset(), inboxID)
@@ -278,123 +273,27 @@ func pgSummary(c [5]sql.NullInt64) scopeSummary {
 	}
 }
 
-// settleDelay is how long commits and releases are gathered before they
-// are sent together, by default.
-const settleDelay = 10 * time.Millisecond
-
-// settles holds the commits and releases not yet sent to the database.
-type settles struct {
-	mu        sync.Mutex
-	commits   []pendingCommit
-	releases  []int64
-	scheduled bool
-}
-
-// pendingCommit is a commit made at local time at (see localNow).
-type pendingCommit struct{ id, at int64 }
-
-// localNow is this server's monotonic clock (plus the tests' offset), in
-// ns: what tells the database how long ago a commit was made.
-func (p *PostgresThrottle) localNow() int64 {
-	return int64(time.Since(p.start)) + p.clockOffset()
-}
-
-// commitArgs splits commits into throttle_settle's ids and ages.
-func (p *PostgresThrottle) commitArgs(commits []pendingCommit) (ids, agos []int64) {
-	now := p.localNow()
-	for _, c := range commits {
-		ids = append(ids, c.id)
-		agos = append(agos, now-c.at)
-	}
-	return ids, agos
-}
-
-// settle commits (or releases) reservation id: with what is pending, at
-// once if now, else within settleDelay.
-func (p *PostgresThrottle) settle(ctx context.Context, id int64, commit, now bool) error {
-	p.settles.add(p, id, commit, !now)
-	if now {
-		return p.Flush(ctx)
-	}
-	return nil
-}
-
-func (s *settles) add(p *PostgresThrottle, id int64, commit, schedule bool) {
-	at := p.localNow()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if commit {
-		s.commits = append(s.commits, pendingCommit{id, at})
-	} else {
-		s.releases = append(s.releases, id)
-	}
-	if schedule {
-		s.schedule(p, p.settleDelay)
-	}
-}
-
-// schedule sends what is pending after d unless a flush takes it first;
-// s.mu is held.
-func (s *settles) schedule(p *PostgresThrottle, d time.Duration) {
-	if s.scheduled {
-		return
-	}
-	s.scheduled = true
-	time.AfterFunc(d, func() {
-		s.mu.Lock()
-		s.scheduled = false
-		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if p.Flush(ctx) != nil {
-			// The database is unreachable: try again in a second; the
-			// reservations count meanwhile, and are reclaimed at their
-			// deadlines if this server dies first.
-			s.mu.Lock()
-			s.schedule(p, time.Second)
-			s.mu.Unlock()
+// settle sends a batch of commits and releases (see settles).
+func (p *PostgresThrottle) settle(ctx context.Context, now int64, batch []settled) error {
+	var ids, agos, releases []int64
+	for _, x := range batch {
+		if x.commit {
+			ids, agos = append(ids, x.id), append(agos, now-x.at)
+		} else {
+			releases = append(releases, x.id)
 		}
-	})
-}
-
-// take empties the pending lists (nil, nil if empty).
-func (s *settles) take() (commits []pendingCommit, releases []int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	commits, releases = s.commits, s.releases
-	s.commits, s.releases = nil, nil
-	return commits, releases
-}
-
-// putBack returns lists take gave to a call that failed. Settling twice is
-// harmless: the second finds no reservation to delete or count.
-func (s *settles) putBack(commits []pendingCommit, releases []int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.commits = append(s.commits, commits...)
-	s.releases = append(s.releases, releases...)
+	}
+	_, err := p.db.ExecContext(ctx, `SELECT throttle_settle(`+nowSQL+`, $2, $3, $4)`, p.clockOffset(), ids, agos, releases)
+	return err
 }
 
 // Flush sends this server's pending commits and releases now; call it
 // before closing the database.
 func (p *PostgresThrottle) Flush(ctx context.Context) error {
-	if err := p.flush(ctx); err != nil {
+	if err := p.settles.flush(ctx); err != nil {
 		return p.unavailable(err)
 	}
 	return nil
-}
-
-func (p *PostgresThrottle) flush(ctx context.Context) error {
-	commits, releases := p.settles.take()
-	if commits == nil && releases == nil {
-		return nil
-	}
-	ids, agos := p.commitArgs(commits)
-	_, err := p.db.ExecContext(ctx, `SELECT throttle_settle(`+nowSQL+`, $2, $3, $4)`, p.clockOffset(), ids, agos, releases)
-	if err != nil {
-		p.settles.putBack(commits, releases)
-	}
-	return err
 }
 
 type pgTicket struct {
@@ -408,12 +307,19 @@ type pgTicket struct {
 // server died) leaves the reservation to be reclaimed, and counted, at its
 // deadline. Near a limit it is sent at once.
 func (t *pgTicket) Commit(ctx context.Context) error {
-	return t.p.settle(ctx, t.id, true, t.a.nearLimit())
+	return t.p.settled(ctx, settled{id: t.id, commit: true}, t.a)
 }
 
 // Release gives the slot back, gathered or at once like Commit.
 func (t *pgTicket) Release(ctx context.Context) error {
-	return t.p.settle(ctx, t.id, false, t.a.nearLimit())
+	return t.p.settled(ctx, settled{id: t.id}, t.a)
+}
+
+func (p *PostgresThrottle) settled(ctx context.Context, x settled, a *admission) error {
+	if err := p.settles.settle(ctx, x, a.nearLimit()); err != nil {
+		return p.unavailable(err)
+	}
+	return nil
 }
 
 func (t *pgTicket) MinuteCount() int { return t.a.minuteCount() }

@@ -65,7 +65,7 @@ func (p *PostgresThrottle) admit(ctx context.Context, r *admitRequest) admitResu
 	case <-ctx.Done():
 		go func() {
 			if res := <-r.done; res.admitted {
-				p.settles.add(p, res.id, false, true)
+				_ = p.settles.settle(context.Background(), settled{id: res.id}, false)
 			}
 		}()
 		return admitResult{err: ctx.Err()}

@@ -29,6 +29,8 @@ type RedisThrottle struct {
 	limits sharedLimits
 	margin time.Duration
 	offset func() time.Duration
+	// settles gathers commits and releases (see settles).
+	settles *settles
 }
 
 // RedisOptions configures a RedisThrottle.
@@ -36,6 +38,9 @@ type RedisOptions struct {
 	Global, Inbox Limits        // the global limits and the inbox defaults
 	KeyPrefix     string        // every key starts with it; "" is "nornweave:throttle"
 	LeaseMargin   time.Duration // 0: DefaultLeaseMargin
+	// SettleDelay is how long commits and releases far from every limit
+	// are gathered before they are sent together; 0: settleDelay.
+	SettleDelay time.Duration
 	// ClockOffset, if set, is added to Redis's clock at every reading;
 	// for tests only.
 	ClockOffset func() time.Duration
@@ -69,8 +74,10 @@ func NewRedisThrottle(rdb redis.UniversalClient, o RedisOptions) *RedisThrottle 
 	}
 	// One hash tag: every key of a deployment in one Cluster slot, as a
 	// script touching several keys needs.
-	return &RedisThrottle{rdb: rdb, prefix: "{" + o.KeyPrefix + "}", limits: newSharedLimits(o.Global, o.Inbox),
+	r := &RedisThrottle{rdb: rdb, prefix: "{" + o.KeyPrefix + "}", limits: newSharedLimits(o.Global, o.Inbox),
 		margin: o.LeaseMargin, offset: o.ClockOffset}
+	r.settles = newSettles(o.SettleDelay, o.ClockOffset, r.settle)
+	return r
 }
 
 // keys returns a scope's three keys: minute buckets, hour buckets,
@@ -132,6 +139,16 @@ func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, i
 	if err != nil {
 		return nil, r.unavailable(err)
 	}
+	// Commits of this server's still gathered would count as sends in
+	// flight that may go out at their deadlines: send them, and compute
+	// Retry-After from what Redis holds then.
+	if sent, err := r.settles.flushed(ctx); err != nil {
+		return nil, r.unavailable(err)
+	} else if sent {
+		if now, g, in, err = r.read(ctx, inboxID); err != nil {
+			return nil, r.unavailable(err)
+		}
+	}
 	gw := g.windows(now, r.limits.global)
 	var iw *windows
 	if inboxID != "" {
@@ -180,6 +197,10 @@ func (r *RedisThrottle) InboxState(ctx context.Context, inboxID string, o Overri
 }
 
 func (r *RedisThrottle) state(ctx context.Context, inboxID string, lim Limits) (State, error) {
+	// This server's own commits and releases are seen by its reads.
+	if err := r.settles.flush(ctx); err != nil {
+		return State{}, r.unavailable(err)
+	}
 	res, err := stateScript.Run(ctx, r.rdb, r.keys(inboxID), r.offsetMicros()).Slice()
 	if err != nil {
 		return State{}, r.unavailable(err)
@@ -193,19 +214,27 @@ func (r *RedisThrottle) state(ctx context.Context, inboxID string, lim Limits) (
 
 // States implements Throttle: both scopes in one script call.
 func (r *RedisThrottle) States(ctx context.Context, inboxID string, o Override) (State, State, error) {
+	if err := r.settles.flush(ctx); err != nil {
+		return State{}, State{}, r.unavailable(err)
+	}
+	now, g, in, err := r.read(ctx, inboxID)
+	if err != nil {
+		return State{}, State{}, r.unavailable(err)
+	}
+	return g.windows(now, r.limits.global).state(now), in.windows(now, r.limits.inbox.with(o)).state(now), nil
+}
+
+// read reads the global scope and inboxID's ("" for none) in one script.
+func (r *RedisThrottle) read(ctx context.Context, inboxID string) (int64, *scopeState, *scopeState, error) {
 	keys := r.keys("")
 	if inboxID != "" {
 		keys = append(keys, r.keys(inboxID)...)
 	}
 	res, err := stateScript.Run(ctx, r.rdb, keys, r.offsetMicros()).Slice()
 	if err != nil {
-		return State{}, State{}, r.unavailable(err)
+		return 0, nil, nil, err
 	}
-	now, g, in, err := parseScopes(res)
-	if err != nil {
-		return State{}, State{}, r.unavailable(err)
-	}
-	return g.windows(now, r.limits.global).state(now), in.windows(now, r.limits.inbox.with(o)).state(now), nil
+	return parseScopes(res)
 }
 
 // parseScopes reads now (µs) and one or two scopes' raw state — minute
@@ -273,31 +302,68 @@ func (r *RedisThrottle) ticket(res []any, inboxID string, lim Limits, ttl int64)
 			inFlight: int(n[4]),
 		}
 	}
-	return &redisTicket{r: r, id: strconv.FormatInt(id, 10), inboxID: inboxID, ttl: ttl, a: a}, nil
+	return &redisTicket{r: r, id: id, inboxID: inboxID, ttl: ttl, a: a}, nil
 }
 
 type redisTicket struct {
-	r           *RedisThrottle
-	id, inboxID string
-	ttl         int64
-	a           *admission
+	r       *RedisThrottle
+	id      int64
+	inboxID string
+	ttl     int64
+	a       *admission
 }
 
-// Commit counts the send at Redis's clock in every scope where it is still
-// in flight; one reclaimed after its lease was counted then.
+// Commit counts the send at the moment of the call in every scope where
+// it is still in flight, gathered with others or at once (see settles);
+// one reclaimed after its lease was counted then.
 func (t *redisTicket) Commit(ctx context.Context) error {
-	keys := t.r.scopeKeys(t.inboxID)[2:]
-	if err := commitScript.Run(ctx, t.r.rdb, keys, t.r.offsetMicros(), t.id, t.ttl).Err(); err != nil {
-		return t.r.unavailable(err)
+	return t.r.settled(ctx, t, true)
+}
+
+// Release removes the reservation from every scope, gathered or at once.
+func (t *redisTicket) Release(ctx context.Context) error {
+	return t.r.settled(ctx, t, false)
+}
+
+func (r *RedisThrottle) settled(ctx context.Context, t *redisTicket, commit bool) error {
+	if err := r.settles.settle(ctx, settled{id: t.id, inboxID: t.inboxID, commit: commit, ttl: t.ttl},
+		t.a.nearLimit()); err != nil {
+		return r.unavailable(err)
 	}
 	return nil
 }
 
-// Release removes the reservation from every scope.
-func (t *redisTicket) Release(ctx context.Context) error {
-	keys := t.r.scopeKeys(t.inboxID)[2:]
-	if err := releaseScript.Run(ctx, t.r.rdb, keys, t.id).Err(); err != nil {
-		return t.r.unavailable(err)
+// settle sends a batch of commits and releases in one script call.
+func (r *RedisThrottle) settle(ctx context.Context, now int64, batch []settled) error {
+	keys := r.keys("")
+	first := map[string]int{} // inbox → index in keys of its first key, 1-based
+	args := []any{r.offsetMicros(), int64(0)}
+	var ttl int64
+	for _, x := range batch {
+		ik := 0
+		if x.inboxID != "" {
+			if ik = first[x.inboxID]; ik == 0 {
+				ik = len(keys) + 1
+				first[x.inboxID] = ik
+				keys = append(keys, r.keys(x.inboxID)...)
+			}
+		}
+		flag := 0
+		if x.commit {
+			flag = 1
+		}
+		ttl = max(ttl, x.ttl)
+		args = append(args, x.id, (now-x.at)/1000, flag, ik)
+	}
+	args[1] = ttl
+	return settleScript.Run(ctx, r.rdb, keys, args...).Err()
+}
+
+// Flush sends this server's pending commits and releases now; call it
+// before closing the client.
+func (r *RedisThrottle) Flush(ctx context.Context) error {
+	if err := r.settles.flush(ctx); err != nil {
+		return r.unavailable(err)
 	}
 	return nil
 }

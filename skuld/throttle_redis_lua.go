@@ -143,26 +143,26 @@ end
 return out
 `)
 
-// commitScript: KEYS global m h r, [inbox m h r]; ARGV offset, id, inbox
-// key TTL (ms). Counts the send at now in every scope it is in flight in.
-var commitScript = redis.NewScript(luaScope + `
-for i = 1, #KEYS, 3 do
-  if redis.call('ZREM', KEYS[i + 2], ARGV[2]) == 1 then
-    count(KEYS[i], KEYS[i + 1], now)
+// settleScript: KEYS global m h r, then m h r of each inbox in the batch;
+// ARGV offset, inbox key TTL (ms), then per commit or release: id, age
+// (µs), 1 to commit or 0 to release, index in KEYS of its inbox's first key
+// (0: none). A commit counts at now minus its age in every scope it is
+// still in flight in; one reclaimed after its lease was counted then.
+var settleScript = redis.NewScript(luaScope + `
+for i = 3, #ARGV, 4 do
+  local id, commit, ik = ARGV[i], ARGV[i + 2] == '1', tonumber(ARGV[i + 3])
+  local at = now - math.max(tonumber(ARGV[i + 1]), 0)
+  if redis.call('ZREM', KEYS[3], id) == 1 and commit then
+    count(KEYS[1], KEYS[2], at)
   end
-end
-if #KEYS == 6 then
-  for i = 4, 6 do
-    redis.call('PEXPIRE', KEYS[i], ARGV[3])
+  if ik > 0 then
+    if redis.call('ZREM', KEYS[ik + 2], id) == 1 and commit then
+      count(KEYS[ik], KEYS[ik + 1], at)
+    end
+    for k = ik, ik + 2 do
+      redis.call('PEXPIRE', KEYS[k], ARGV[2])
+    end
   end
-end
-return 1
-`)
-
-// releaseScript: KEYS global m h r, [inbox m h r]; ARGV id.
-var releaseScript = redis.NewScript(`
-for i = 3, #KEYS, 3 do
-  redis.call('ZREM', KEYS[i], ARGV[1])
 end
 return 1
 `)

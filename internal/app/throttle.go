@@ -21,10 +21,11 @@ import (
 // closed with the app.
 type throttle struct {
 	skuld.Throttle
-	lock  *store.ServerLock // memory on PostgreSQL: this server is the only one
-	db    *sql.DB           // postgres: the throttle's own small pool
-	pg    *skuld.PostgresThrottle
-	redis *redis.Client     // redis
+	lock *store.ServerLock // memory on PostgreSQL: this server is the only one
+	db   *sql.DB           // postgres: the throttle's own small pool
+	// The shared backends gather commits: sent on Close.
+	flusher interface{ Flush(context.Context) error }
+	redis   *redis.Client // redis
 
 	closeOnce sync.Once
 	closeErr  error
@@ -52,16 +53,17 @@ func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, mem *s
 			return nil, fmt.Errorf("THROTTLE_BACKEND=postgres: %w", err)
 		}
 		t.db = db
-		t.pg = skuld.NewPostgresThrottle(db, skuld.PostgresOptions{Global: global, Inbox: inbox})
-		t.Throttle = t.pg
+		pg := skuld.NewPostgresThrottle(db, skuld.PostgresOptions{Global: global, Inbox: inbox})
+		t.Throttle, t.flusher = pg, pg
 	case "redis":
 		rdb, err := skuld.NewRedisClient(cfg.RedisURL)
 		if err != nil {
 			return nil, err
 		}
 		t.redis = rdb
-		t.Throttle = skuld.NewRedisThrottle(rdb, skuld.RedisOptions{Global: global, Inbox: inbox,
+		rt := skuld.NewRedisThrottle(rdb, skuld.RedisOptions{Global: global, Inbox: inbox,
 			KeyPrefix: cfg.RedisKeyPrefix})
+		t.Throttle, t.flusher = rt, rt
 	default:
 		lock, err := st.SingleServer(ctx)
 		if err != nil {
@@ -103,11 +105,11 @@ func (t *throttle) Close() error {
 	}
 	t.closeOnce.Do(func() {
 		errs := []error{t.lock.Release()}
-		if t.pg != nil {
+		if t.flusher != nil {
 			// The last commits and releases; lost, they would count
 			// until their reservations' deadlines.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			errs = append(errs, t.pg.Flush(ctx))
+			errs = append(errs, t.flusher.Flush(ctx))
 			cancel()
 		}
 		if t.db != nil {

@@ -82,11 +82,16 @@ BEGIN
     END IF;
     version := (SELECT v::TEXT FROM inbox_version);
     -- The global scope once; every admission below adds one in flight.
-    SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0), coalesce(sum(sends) FILTER (WHERE width = 60), 0),
-           min(bucket) FILTER (WHERE width = 1 AND sends > 0), min(bucket) FILTER (WHERE width = 60 AND sends > 0)
-        INTO g_used_m, g_used_h, g_old_m, g_old_h
-        FROM throttle_counts WHERE scope = '' AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h));
-    g_flight := (SELECT count(*) FROM throttle_reservations);
+    -- Counts and reservations in one statement, so one snapshot: a commit
+    -- (throttle_settle, which takes no lock) landing between two reads
+    -- would be seen by neither.
+    SELECT c.um, c.uh, c.om, c.oh, r.n INTO g_used_m, g_used_h, g_old_m, g_old_h, g_flight
+        FROM (SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0) AS um,
+                     coalesce(sum(sends) FILTER (WHERE width = 60), 0) AS uh,
+                     min(bucket) FILTER (WHERE width = 1 AND sends > 0) AS om,
+                     min(bucket) FILTER (WHERE width = 60 AND sends > 0) AS oh
+              FROM throttle_counts WHERE scope = '' AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h))) c,
+             (SELECT count(*) AS n FROM throttle_reservations) r;
     FOR k IN 1 .. coalesce(array_length(p_inboxes, 1), 0) LOOP
         inbox := p_inboxes[k];
         res_id := NULL;
@@ -96,12 +101,16 @@ BEGIN
         i_used_m := 0; i_used_h := 0; i_old_m := NULL; i_old_h := NULL; i_flight := 0;
         IF NOT stale THEN
             IF inbox <> '' THEN
-                SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0), coalesce(sum(sends) FILTER (WHERE width = 60), 0),
-                       min(bucket) FILTER (WHERE width = 1 AND sends > 0), min(bucket) FILTER (WHERE width = 60 AND sends > 0)
-                    INTO i_used_m, i_used_h, i_old_m, i_old_h
-                    FROM throttle_counts WHERE scope = inbox AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h));
-                -- This batch's own admissions are rows already.
-                i_flight := (SELECT count(*) FROM throttle_reservations WHERE inbox_id = inbox);
+                -- One statement, as above; this batch's own admissions
+                -- are rows already.
+                SELECT c.um, c.uh, c.om, c.oh, r.n INTO i_used_m, i_used_h, i_old_m, i_old_h, i_flight
+                    FROM (SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0) AS um,
+                                 coalesce(sum(sends) FILTER (WHERE width = 60), 0) AS uh,
+                                 min(bucket) FILTER (WHERE width = 1 AND sends > 0) AS om,
+                                 min(bucket) FILTER (WHERE width = 60 AND sends > 0) AS oh
+                          FROM throttle_counts WHERE scope = inbox
+                              AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h))) c,
+                         (SELECT count(*) AS n FROM throttle_reservations WHERE inbox_id = inbox) r;
             END IF;
             admitted := NOT ((p_gmin > 0 AND g_used_m + g_flight >= p_gmin) OR (p_ghour > 0 AND g_used_h + g_flight >= p_ghour)
                 OR (p_imins[k] > 0 AND i_used_m + i_flight >= p_imins[k]) OR (p_ihours[k] > 0 AND i_used_h + i_flight >= p_ihours[k]));
