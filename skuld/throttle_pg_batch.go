@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -11,7 +13,7 @@ import (
 // Admissions of one server are batched: while a call of
 // throttle_reserve_many is on its way, the requests that arrive wait for
 // the next one, which takes them all (up to maxBatch) under one lock and in
-// one round trip, in order of arrival, each judged exactly as alone. An
+// one round trip, each judged exactly as alone in turn. An
 // idle server's admission goes at once; a busy one's share the fixed cost
 // of a call (round trip, transaction, lock, the global scope's sums), which
 // is most of it.
@@ -90,6 +92,10 @@ func (p *PostgresThrottle) sendBatches() {
 			return
 		}
 		b.mu.Unlock()
+		// An inbox's requests together: throttle_reserve_many reads its
+		// scope once for them. They all arrived while the last call was
+		// on its way, so any order is one they could have come in.
+		slices.SortStableFunc(batch, func(a, b *admitRequest) int { return strings.Compare(a.inboxID, b.inboxID) })
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		res, err := p.reserveMany(ctx, batch)
 		cancel()

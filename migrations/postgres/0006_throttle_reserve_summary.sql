@@ -35,6 +35,10 @@ CREATE TRIGGER inboxes_changed AFTER UPDATE OR DELETE ON inboxes
 CREATE FUNCTION throttle_settle(p_now BIGINT, p_commit BIGINT[], p_ago BIGINT[], p_release BIGINT[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    -- Under the admission lock: two batches upserting the same bucket rows
+    -- in different orders (or deleting a reservation an admission is
+    -- reclaiming) would deadlock. Batches are few; the wait is short.
+    PERFORM pg_advisory_xact_lock(7957704885311926833); -- "nornthr1"
     IF cardinality(p_release) > 0 THEN
         DELETE FROM throttle_reservations WHERE id = ANY (p_release);
     END IF;
@@ -62,6 +66,7 @@ DECLARE
     lo_h BIGINT;
     version TEXT;
     inbox TEXT;
+    read BOOLEAN;
 BEGIN
     PERFORM pg_advisory_xact_lock(7957704885311926833); -- "nornthr1"
     now_ns := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT + p_offset;
@@ -83,8 +88,8 @@ BEGIN
     version := (SELECT v::TEXT FROM inbox_version);
     -- The global scope once; every admission below adds one in flight.
     -- Counts and reservations in one statement, so one snapshot: a commit
-    -- (throttle_settle, which takes no lock) landing between two reads
-    -- would be seen by neither.
+    -- landing between two reads would be seen by neither. (Commits take
+    -- the lock now, but a reader must not depend on it.)
     SELECT c.um, c.uh, c.om, c.oh, r.n INTO g_used_m, g_used_h, g_old_m, g_old_h, g_flight
         FROM (SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0) AS um,
                      coalesce(sum(sends) FILTER (WHERE width = 60), 0) AS uh,
@@ -93,16 +98,21 @@ BEGIN
               FROM throttle_counts WHERE scope = '' AND ((width = 1 AND bucket >= lo_m) OR (width = 60 AND bucket >= lo_h))) c,
              (SELECT count(*) AS n FROM throttle_reservations) r;
     FOR k IN 1 .. coalesce(array_length(p_inboxes, 1), 0) LOOP
-        inbox := p_inboxes[k];
         res_id := NULL;
         -- '' is a copy read just now: nothing to check.
         stale := p_versions[k] <> '' AND p_versions[k] IS DISTINCT FROM version;
         admitted := false;
-        i_used_m := 0; i_used_h := 0; i_old_m := NULL; i_old_h := NULL; i_flight := 0;
+        IF k = 1 OR p_inboxes[k] IS DISTINCT FROM inbox THEN
+            -- The caller sends an inbox's requests together: its scope is
+            -- read once, and each admission below adds one in flight.
+            inbox := p_inboxes[k];
+            read := false;
+            i_used_m := 0; i_used_h := 0; i_old_m := NULL; i_old_h := NULL; i_flight := 0;
+        END IF;
         IF NOT stale THEN
-            IF inbox <> '' THEN
-                -- One statement, as above; this batch's own admissions
-                -- are rows already.
+            IF inbox <> '' AND NOT read THEN
+                read := true;
+                -- One statement, as above.
                 SELECT c.um, c.uh, c.om, c.oh, r.n INTO i_used_m, i_used_h, i_old_m, i_old_h, i_flight
                     FROM (SELECT coalesce(sum(sends) FILTER (WHERE width = 1), 0) AS um,
                                  coalesce(sum(sends) FILTER (WHERE width = 60), 0) AS uh,
