@@ -129,12 +129,20 @@ func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, i
 	}
 	switch v, _ := res[0].(int64); {
 	case v == 1:
-		return r.ticket(res, inboxID, lim, inboxTTL(full))
+		tk, err := r.ticket(res, inboxID, lim, inboxTTL(full))
+		if err != nil {
+			return nil, err
+		}
+		if tk.a.nearLimit() {
+			r.settles.near()
+		}
+		return tk, nil
 	case v == 2:
 		return nil, ErrStaleInbox
 	case len(res) < 2:
 		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
 	}
+	r.settles.near()
 	now, g, in, err := parseScopes(res[1:])
 	if err != nil {
 		return nil, r.unavailable(err)
@@ -277,7 +285,7 @@ func parseScopes(res []any) (int64, *scopeState, *scopeState, error) {
 // ticket reads an admission's reply: {1, now µs, id, global summary,
 // [inbox summary]}, each summary {minute sends, hour sends, oldest minute
 // bucket, oldest hour bucket (-1: none), in flight}.
-func (r *RedisThrottle) ticket(res []any, inboxID string, lim Limits, ttl int64) (Ticket, error) {
+func (r *RedisThrottle) ticket(res []any, inboxID string, lim Limits, ttl int64) (*redisTicket, error) {
 	if len(res) < 4 {
 		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
 	}

@@ -3,6 +3,7 @@ package skuld
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,15 +13,22 @@ import (
 // Each commit is counted at the moment it was made (the backend is told how
 // long ago, on this server's monotonic clock), so gathering delays only
 // when other servers see it: until then it counts as in flight, which takes
-// the same room. Near a limit (80%) each goes at once, so that a refusal's
+// the same room. Near a limit each goes at once, so that a refusal's
 // Retry-After, which assumes a send in flight may still go out at its
-// deadline, is not made late by a send that has finished. A server's own
+// deadline, is not made late by a send that has finished: when its
+// admission found a window at 80% or more, and for hotFor after this server
+// saw such an admission or a refusal (a send admitted early may finish
+// after the window filled). A server's own
 // reads send what it holds first; on shutdown it sends the rest (Flush); a
 // server killed with commits pending leaves their reservations to be
 // counted at their deadlines, as after any crash.
 
 // settleDelay is how long commits and releases are gathered, by default.
 const settleDelay = 10 * time.Millisecond
+
+// hotFor is how long after an admission near a limit, or a refusal, every
+// commit and release goes at once.
+const hotFor = 2 * time.Second
 
 // settled is one commit or release waiting to be sent.
 type settled struct {
@@ -40,10 +48,20 @@ type settles struct {
 	// call, so that now-at is each commit's age.
 	send func(ctx context.Context, now int64, batch []settled) error
 
+	hotUntil atomic.Int64 // local ns; see hotFor
+
 	mu        sync.Mutex
 	pending   []settled
 	scheduled bool
 }
+
+// near records an admission near a limit, or a refusal: for hotFor every
+// commit and release goes at once.
+func (s *settles) near() { s.hotUntil.Store(s.now() + int64(hotFor)) }
+
+// hot reports whether an admission near a limit or a refusal was seen in
+// the last hotFor.
+func (s *settles) hot() bool { return s.now() < s.hotUntil.Load() }
 
 func newSettles(delay time.Duration, offset func() time.Duration,
 	send func(ctx context.Context, now int64, batch []settled) error) *settles {
@@ -62,10 +80,11 @@ func (s *settles) now() int64 {
 	return n
 }
 
-// settle queues x and sends the queue at once if now, else within the
-// delay.
-func (s *settles) settle(ctx context.Context, x settled, now bool) error {
+// settle queues x and sends the queue at once if near (x's admission was
+// near a limit) or hot, else within the delay.
+func (s *settles) settle(ctx context.Context, x settled, near bool) error {
 	x.at = s.now()
+	now := near || s.hot()
 	s.mu.Lock()
 	s.pending = append(s.pending, x)
 	if !now {
