@@ -2,6 +2,7 @@ package skuld_test
 
 import (
 	"context"
+	"errors"
 	"database/sql"
 	"sync/atomic"
 	"testing"
@@ -116,4 +117,40 @@ func TestPostgresThrottleGathersCommits(t *testing.T) {
 	used(0, 7)
 	send() // the eighth of ten: near the limit, sent at once with the rest
 	used(8, 0)
+}
+
+// A caller that gives up while its admission is in a batch leaves nothing
+// behind: a reservation made for it is released.
+func TestPostgresThrottleAbandonedAdmissionIsReleased(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.PostgresURL(t)
+	migrate(t, url)
+	th := skuld.NewPostgresThrottle(openDB(t, url), skuld.PostgresOptions{Global: skuld.Limits{PerMinute: 1}})
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	for {
+		tk, err := th.ReserveInbox(gone, time.Minute, "", skuld.Override{})
+		if err != nil {
+			break // given up before the batch answered
+		}
+		// The batch answered first: give the slot back, try again.
+		if err := tk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := th.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tk, err := th.ReserveInbox(ctx, time.Minute, "", skuld.Override{})
+		if err == nil {
+			_ = tk.Release(ctx)
+			return
+		}
+		if !errors.As(err, new(*skuld.RateLimitedError)) || time.Now().After(deadline) {
+			t.Fatalf("the abandoned admission's slot never came back: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
