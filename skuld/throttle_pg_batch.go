@@ -65,12 +65,17 @@ func (p *PostgresThrottle) admit(ctx context.Context, r *admitRequest) admitResu
 	case res := <-r.done:
 		return res
 	case <-ctx.Done():
-		go func() {
-			if res := <-r.done; res.admitted {
-				_ = p.settles.settle(context.Background(), settled{id: res.id}, false)
-			}
-		}()
+		go p.releaseAbandoned(r.done)
 		return admitResult{err: ctx.Err()}
+	}
+}
+
+// releaseAbandoned waits for the answer to a request whose caller gave up
+// and gives back the slot it was admitted to, if it was.
+func (p *PostgresThrottle) releaseAbandoned(done <-chan admitResult) {
+	res := <-done
+	if res.admitted {
+		_ = p.settles.settle(context.Background(), settled{id: res.id}, false)
 	}
 }
 

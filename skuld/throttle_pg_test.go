@@ -2,8 +2,8 @@ package skuld_test
 
 import (
 	"context"
-	"errors"
 	"database/sql"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"

@@ -27,6 +27,17 @@ $$;
 CREATE TRIGGER inboxes_changed AFTER UPDATE OR DELETE ON inboxes
     FOR EACH STATEMENT EXECUTE FUNCTION inbox_version_bump();
 
+-- throttle_count counts one send per element, at p_times[i] (ns), in the
+-- global windows and in those of inbox p_inboxes[i] ('' for none).
+CREATE FUNCTION throttle_count(p_inboxes TEXT[], p_times BIGINT[]) RETURNS void LANGUAGE sql AS $$
+    WITH s AS (SELECT * FROM unnest(p_inboxes, p_times) AS s(inbox_id, t)),
+    ev AS (SELECT ''::TEXT AS scope, t FROM s UNION ALL SELECT inbox_id, t FROM s WHERE inbox_id <> '')
+    INSERT INTO throttle_counts (scope, width, bucket, sends)
+    SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::BIGINT), (60::BIGINT)) AS w(w)
+    GROUP BY 1, 2, 3
+    ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends;
+$$;
+
 -- throttle_settle counts the reservations p_commit, each p_ago ns before
 -- p_now (when its server committed it), and deletes those of p_release: a
 -- server's commits and releases, gathered for a few milliseconds so that
@@ -34,6 +45,9 @@ CREATE TRIGGER inboxes_changed AFTER UPDATE OR DELETE ON inboxes
 -- lease ran out) is not there any more and was counted then.
 CREATE FUNCTION throttle_settle(p_now BIGINT, p_commit BIGINT[], p_ago BIGINT[], p_release BIGINT[])
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    inboxes TEXT[];
+    times BIGINT[];
 BEGIN
     -- Under the admission lock: two batches upserting the same bucket rows
     -- in different orders (or deleting a reservation an admission is
@@ -43,14 +57,10 @@ BEGIN
         DELETE FROM throttle_reservations WHERE id = ANY (p_release);
     END IF;
     IF cardinality(p_commit) > 0 THEN
-        WITH c AS (SELECT * FROM unnest(p_commit, p_ago) AS c(id, ago)),
-        gone AS (DELETE FROM throttle_reservations r USING c WHERE r.id = c.id
-            RETURNING r.inbox_id, p_now - greatest(c.ago, 0) AS t),
-        ev AS (SELECT ''::TEXT AS scope, t FROM gone UNION ALL SELECT inbox_id, t FROM gone WHERE inbox_id <> '')
-        INSERT INTO throttle_counts (scope, width, bucket, sends)
-        SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::BIGINT), (60::BIGINT)) AS w(w)
-        GROUP BY 1, 2, 3
-        ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends;
+        WITH gone AS (DELETE FROM throttle_reservations r USING unnest(p_commit, p_ago) AS c(id, ago)
+            WHERE r.id = c.id RETURNING r.inbox_id, p_now - greatest(c.ago, 0) AS t)
+        SELECT array_agg(inbox_id), array_agg(t) INTO inboxes, times FROM gone;
+        PERFORM throttle_count(inboxes, times);
     END IF;
 END
 $$;
@@ -67,16 +77,17 @@ DECLARE
     version TEXT;
     inbox TEXT;
     read BOOLEAN;
+    inboxes TEXT[];
+    times BIGINT[];
 BEGIN
     PERFORM pg_advisory_xact_lock(7957704885311926833); -- "nornthr1"
     now_ns := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT + p_offset;
+    -- Reservations whose lease ran out (their servers died) count as sent
+    -- at their deadlines.
     IF EXISTS (SELECT 1 FROM throttle_reservations WHERE deadline_ns <= now_ns) THEN
-        WITH gone AS (DELETE FROM throttle_reservations WHERE deadline_ns <= now_ns RETURNING inbox_id, deadline_ns AS t),
-        ev AS (SELECT ''::TEXT AS scope, t FROM gone UNION ALL SELECT inbox_id, t FROM gone WHERE inbox_id <> '')
-        INSERT INTO throttle_counts (scope, width, bucket, sends)
-        SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::BIGINT), (60::BIGINT)) AS w(w)
-        GROUP BY 1, 2, 3
-        ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = throttle_counts.sends + EXCLUDED.sends;
+        WITH gone AS (DELETE FROM throttle_reservations WHERE deadline_ns <= now_ns RETURNING inbox_id, deadline_ns)
+        SELECT array_agg(inbox_id), array_agg(deadline_ns) INTO inboxes, times FROM gone;
+        PERFORM throttle_count(inboxes, times);
     END IF;
     lo_m := (now_ns - 60000000000) / 1000000000;
     lo_h := (now_ns - 3600000000000) / 60000000000;
