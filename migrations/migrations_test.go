@@ -29,7 +29,7 @@ func forEachDialect(t *testing.T, f func(t *testing.T, dialect string, open func
 				driver, dsn = "pgx", testdb.PostgresURL(t)
 			case SQLite:
 				driver = "sqlite"
-				dsn = "file:" + testdb.SQLitePath(t) + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+				dsn = "file:" + testdb.SQLitePath(t) + "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_txlock=immediate"
 			}
 			open := func() *sql.DB {
 				db, err := sql.Open(driver, dsn)

@@ -143,9 +143,12 @@ func openPostgres(o Options) (*sql.DB, error) {
 // default in SQLite and the cascades depend on it; WAL lets readers of the
 // file from other processes (backups, the sqlite3 shell) proceed during a
 // write; _txlock=immediate takes the write lock at BEGIN, so a transaction
-// never fails half-way when another process holds the file.
-const sqlitePragmas = "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)" +
-	"&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+// never fails half-way when another process holds the file. busy_timeout
+// comes first, as the pragmas run in order: switching to WAL takes a lock,
+// and a connection opened while another holds it must wait, not fail with
+// SQLITE_BUSY.
+const sqlitePragmas = "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)" +
+	"&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
 func openSQLite(path string) (*sql.DB, error) {
 	if path == "" {

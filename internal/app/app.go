@@ -211,6 +211,8 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	sending := a.sender.InFlight()
 	drainErr := a.sender.Shutdown(shutdownCtx)
 	a.logger.Info("sends drained; closing the listener")
+	// The janitor's prune must not meet a closed database.
+	j.Stop()
 	err := errors.Join(drainErr, srv.Shutdown(shutdownCtx), a.Close(shutdownCtx))
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(serveErr, err)
