@@ -124,12 +124,10 @@ func (p *PostgresThrottle) ReserveInbox(ctx context.Context, lease time.Duration
 	case res.admitted:
 		a := &admission{now: res.now, global: res.global, inbox: res.inbox,
 			limits: [2]Limits{p.limits.global, lim}, inboxScope: inboxID != ""}
-		if a.nearLimit() {
-			p.settles.near()
-		}
+		p.settles.saw(a)
 		return &pgTicket{p: p, id: res.id, a: a}, nil
 	}
-	p.settles.near()
+	p.settles.saw(nil)
 	return nil, p.refusal(ctx, inboxID, o)
 }
 

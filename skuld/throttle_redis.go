@@ -2,9 +2,9 @@ package skuld
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -133,16 +133,14 @@ func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, i
 		if err != nil {
 			return nil, err
 		}
-		if tk.a.nearLimit() {
-			r.settles.near()
-		}
+		r.settles.saw(tk.a)
 		return tk, nil
 	case v == 2:
 		return nil, ErrStaleInbox
 	case len(res) < 2:
 		return nil, r.unavailable(fmt.Errorf("reserve script returned %v", res))
 	}
-	r.settles.near()
+	r.settles.saw(nil)
 	now, g, in, err := parseScopes(res[1:])
 	if err != nil {
 		return nil, r.unavailable(err)
@@ -172,13 +170,15 @@ func (r *RedisThrottle) ReserveInbox(ctx context.Context, lease time.Duration, i
 }
 
 // newVersion is a version of the inboxes no server has seen: random, so
-// that one set after Redis lost its data never equals one from before.
-func newVersion() string { return rand.Text() }
+// that one set after Redis lost its data never equals one from before. A
+// reserve passes one in case the version is missing, so it is cheap:
+// 64 random bits, not a crypto/rand read per send.
+func newVersion() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
 // InboxVersion implements Throttle.
 func (r *RedisThrottle) InboxVersion(ctx context.Context) (string, error) {
 	keys := r.scopeKeys("")[:2]
-	v, err := versionScript.Run(ctx, r.rdb, keys, "", "", "", "", "", "", "", "", newVersion()).Text()
+	v, err := versionScript.Run(ctx, r.rdb, keys, newVersion()).Text()
 	if err != nil {
 		return "", r.unavailable(err)
 	}
@@ -209,15 +209,14 @@ func (r *RedisThrottle) state(ctx context.Context, inboxID string, lim Limits) (
 	if err := r.settles.flush(ctx); err != nil {
 		return State{}, r.unavailable(err)
 	}
-	res, err := stateScript.Run(ctx, r.rdb, r.keys(inboxID), r.offsetMicros()).Slice()
+	now, g, in, err := r.read(ctx, inboxID)
 	if err != nil {
 		return State{}, r.unavailable(err)
 	}
-	now, s, _, err := parseScopes(res)
-	if err != nil {
-		return State{}, r.unavailable(err)
+	if inboxID != "" {
+		g = in
 	}
-	return s.windows(now, lim).state(now), nil
+	return g.windows(now, lim).state(now), nil
 }
 
 // States implements Throttle: both scopes in one script call.
@@ -300,7 +299,7 @@ func (r *RedisThrottle) ticket(res []any, inboxID string, lim Limits, ttl int64)
 		if len(v) != 5 {
 			return nil, r.unavailable(fmt.Errorf("reserve script returned summary %v", v))
 		}
-		n := make([]int64, 5)
+		var n [5]int64
 		for j := range v {
 			n[j], _ = v[j].(int64)
 		}

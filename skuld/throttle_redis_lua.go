@@ -72,22 +72,22 @@ end
 `
 
 // luaVersion reads the version of the inboxes (KEYS[2]), setting it to
-// ARGV[9] if missing: after Redis lost its data, no copy of an inbox read
+// candidate if missing: after Redis lost its data, no copy of an inbox read
 // before matches.
 const luaVersion = `
-local function version()
+local function version(candidate)
   local v = redis.call('GET', KEYS[2])
   if not v then
-    v = ARGV[9]
+    v = candidate
     redis.call('SET', KEYS[2], v)
   end
   return v
 end
 `
 
-// versionScript: KEYS seq, version; ARGV (1 to 8 unused), a fresh version
-// to set if there is none. The version of the inboxes.
-var versionScript = redis.NewScript(luaVersion + `return version()`)
+// versionScript: KEYS seq, version; ARGV a fresh version to set if there
+// is none. The version of the inboxes.
+var versionScript = redis.NewScript(luaVersion + `return version(ARGV[1])`)
 
 // reserveScript: KEYS seq, version, global m h r, [inbox m h r]; ARGV
 // offset, lease (µs, margin included), global per-minute, per-hour, inbox
@@ -96,7 +96,7 @@ var versionScript = redis.NewScript(luaVersion + `return version()`)
 // summary, [inbox summary]} (in flight includes this send). Refused:
 // {0, now, global m, h, r, [inbox m, h, r]}, the raw state for Retry-After.
 var reserveScript = redis.NewScript(luaScope + luaVersion + `
-if ARGV[8] ~= '' and version() ~= ARGV[8] then
+if ARGV[8] ~= '' and version(ARGV[9]) ~= ARGV[8] then
   return {2}
 end
 local gm, gh, graw, gsum = scope(KEYS[3], KEYS[4], KEYS[5])

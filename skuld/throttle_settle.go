@@ -55,9 +55,13 @@ type settles struct {
 	scheduled bool
 }
 
-// near records an admission near a limit, or a refusal: for hotFor every
-// commit and release goes at once.
-func (s *settles) near() { s.hotUntil.Store(s.now() + int64(hotFor)) }
+// saw records an admission (nil: a refusal). After a refusal, or one near
+// a limit, every commit and release goes at once for hotFor.
+func (s *settles) saw(a *admission) {
+	if a == nil || a.nearLimit() {
+		s.hotUntil.Store(s.now() + int64(hotFor))
+	}
+}
 
 // hot reports whether an admission near a limit or a refusal was seen in
 // the last hotFor.

@@ -105,7 +105,7 @@ type scopeSummary struct {
 
 // admission is what a shared backend saw when it admitted a send, on its
 // own clock (ns): enough for the send's rate-limit headers without reading
-// the state again. It is nil-safe: a nil admission knows nothing.
+// the state again.
 type admission struct {
 	now           int64
 	global, inbox scopeSummary
@@ -141,9 +141,6 @@ func (a *admission) hourCount() int   { return a.global.hour.used + a.global.inF
 // when a limited window is left full: its reset is a Retry-After, which
 // needs every bucket and reservation, and the caller must read the state.
 func (a *admission) states(counted bool) (global, inbox State, ok bool) {
-	if a == nil {
-		return State{}, State{}, false
-	}
 	global, ok = a.global.state(a.now, a.limits[0], counted)
 	if !ok || !a.inboxScope {
 		return global, State{}, ok

@@ -39,33 +39,32 @@ func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
 // throttle tell, at admission (skuld.ErrStaleInbox), and the send reads it
 // again with Inbox.
 func (s *Store) CachedInbox(ctx context.Context, id string) (*Inbox, error) {
-	in, gen, ok := s.inboxes.get(id)
-	if ok {
+	if in, _, ok := s.inboxes.get(id); ok {
 		return &in, nil
 	}
-	if s.inboxVersion != nil {
-		return s.readInbox(ctx, id)
-	}
-	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
-		return nil, wrap(err, "inbox %s", id)
-	}
-	s.inboxes.put(in, gen)
-	return &in, nil
+	return s.readInbox(ctx, id)
 }
 
-// readInbox reads an inbox from a shared database, after the version of
-// the inboxes: a change committed in between makes the copy look older
-// than it is, never newer. Without a version (the throttle backend could
-// not be asked) the copy is returned as read just now and not cached.
+// readInbox reads an inbox from the database and caches it. On a shared
+// database it reads the version of the inboxes first: a change committed
+// in between makes the copy look older than it is, never newer. Without a
+// version (the throttle backend could not be asked) the copy is returned
+// as read just now and not cached.
 func (s *Store) readInbox(ctx context.Context, id string) (*Inbox, error) {
 	_, gen, _ := s.inboxes.get(id)
-	v, verr := s.inboxVersion(ctx)
+	var (
+		version string
+		verr    error
+	)
+	if s.inboxVersion != nil {
+		version, verr = s.inboxVersion(ctx)
+	}
 	var in Inbox
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
 		return nil, wrap(err, "inbox %s", id)
 	}
 	if verr == nil {
-		in.Version = v
+		in.Version = version
 		s.inboxes.put(in, gen)
 	}
 	return &in, nil
