@@ -6,14 +6,18 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -21,7 +25,6 @@ import (
 type Store interface {
 	CreateInbox(ctx context.Context, in *store.Inbox) error
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
-	CachedInbox(ctx context.Context, id string) (*store.Inbox, error)
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
 	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
 	DeleteInbox(ctx context.Context, id string) error
@@ -30,6 +33,9 @@ type Store interface {
 	Message(ctx context.Context, id string) (*store.Message, error)
 	Messages(ctx context.Context, f store.MessageFilter) ([]store.Message, int64, error)
 	MessageBodies(ctx context.Context, ids []string, withHTML bool) (map[string]store.Bodies, error)
+	Attachment(ctx context.Context, id string) (*store.Attachment, error)
+	Attachments(ctx context.Context, f store.AttachmentFilter) ([]store.Attachment, error)
+	AttachmentContent(ctx context.Context, id string) ([]byte, error)
 	Ready(ctx context.Context) error
 	ClaimIdempotencyKey(ctx context.Context, k *store.IdempotencyKey, notBefore time.Time) (*store.IdempotencyKey, error)
 	CompleteIdempotencyKey(ctx context.Context, key string, status int, body string) error
@@ -38,25 +44,29 @@ type Store interface {
 
 // Sender runs the send pipeline.
 type Sender interface {
-	Send(ctx context.Context, req skuld.SendRequest) (*store.Message, error)
+	Send(ctx context.Context, req skuld.SendRequest) (skuld.Result, error)
+	// Cancel and Reschedule change a held message; store.ErrNotHeld
+	// once it is no longer held.
+	Cancel(ctx context.Context, id string) (*store.Message, error)
+	Reschedule(ctx context.Context, id string, at time.Time) (*store.Message, error)
 }
 
-// Limiter reports the state of the send throttle: the global windows, and
-// an inbox's; and hears of changed inboxes, which other servers sharing it
-// may hold copies of. A shared backend may fail (*skuld.UnavailableError).
-type Limiter interface {
-	State(ctx context.Context) (skuld.State, error)
-	InboxState(ctx context.Context, inboxID string, o skuld.Override) (skuld.State, error)
-	States(ctx context.Context, inboxID string, o skuld.Override) (global, inbox skuld.State, err error)
-	InboxesChanged(ctx context.Context) error
+// Throttle reports the state of the send throttle: the global windows, and
+// an inbox's (by its key, skuld.InboxKey). A shared backend may fail
+// (*throttle.UnavailableError).
+type Throttle interface {
+	State(ctx context.Context, inbox string, o throttle.Override) (throttle.Snapshot, error)
 }
 
-// Options configures the API. Store, Sender and Limiter are required.
+// Options configures the API. Store, Sender and Throttle are required.
 type Options struct {
-	Store   Store
-	Sender  Sender
-	Limiter Limiter
-	Logger  *slog.Logger
+	Store    Store
+	Sender   Sender
+	Throttle Throttle
+	// ThrottleFailOpen is THROTTLE_FAIL=open: a throttle backend that
+	// cannot be asked does not make the server unready.
+	ThrottleFailOpen bool
+	Logger           *slog.Logger
 
 	// APIKey, when set, is required on every /v1 route.
 	APIKey string
@@ -73,8 +83,8 @@ type Options struct {
 	AttachmentMaxTotalSize int64
 	AttachmentMaxCount     int
 	// Clock is the time: wall for timestamps, monotonic for the throttle.
-	// Nil: a skuld.SystemClock.
-	Clock skuld.Clock
+	// Nil: the system clock.
+	Clock clock.Clock
 	// InstanceID names this server process in the idempotency keys it
 	// claims; nil: a new UUID.
 	InstanceID string
@@ -94,11 +104,26 @@ type Options struct {
 	// SearchTimeout bounds one search (POST /v1/search, GET /v1/messages?q=);
 	// 0 means 10 s.
 	SearchTimeout time.Duration
+	// AllowedHosts are the names, besides loopback, that requests may be
+	// addressed to (see HostPolicy): config.Config.AllowedHostList.
+	AllowedHosts []string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For or
+	// Forwarded header names the client (see clientAddr); none: the TCP
+	// peer is the client.
+	TrustedProxies []netip.Prefix
+	// Version names the build to MCP clients.
+	Version string
 	// KeyLease, when several servers share the database, is how long a
 	// key claimed by another server may still be in flight there: until
 	// then it is that server's (409), not abandoned. 0 (one server): a key
 	// of another process belongs to a server that stopped.
 	KeyLease time.Duration
+	// ScheduleMaxAhead is SCHEDULE_MAX_AHEAD: how far ahead scheduled_at
+	// may be (0: 30 days).
+	ScheduleMaxAhead time.Duration
+	// QueueOnThrottle is SEND_ON_THROTTLE=queue: the on_throttle of a
+	// send that does not say.
+	QueueOnThrottle bool
 }
 
 // API holds the handlers' dependencies.
@@ -110,6 +135,15 @@ type API struct {
 	instance     string
 	draining     atomic.Bool
 	inflight     *semaphore.Weighted
+	tooMany      *tooMany
+	docsFiles    map[string]docsFile
+	mcp          *mcp.Server
+	hosts        *HostPolicy
+	// clientBudgets caps one client's part of inflight; uploadRate and
+	// uploadGrace are minUploadRate and uploadGrace, changed by tests.
+	clientBudgets *clientBudgets
+	uploadRate    int64
+	uploadGrace   time.Duration
 }
 
 // Server is the HTTP handler of the whole API.
@@ -119,8 +153,12 @@ type Server struct {
 }
 
 // Drain makes every later request (but /health) a 503 with Retry-After: the
-// first step of a graceful shutdown, while the sends in flight finish.
-func (s *Server) Drain() { s.api.draining.Store(true) }
+// first step of a graceful shutdown, while the sends in flight finish. The
+// access log's pending summary of 429s is written now.
+func (s *Server) Drain() {
+	s.api.draining.Store(true)
+	s.api.tooMany.flush(s.api.Clock.Mono())
+}
 
 // New returns the HTTP handler of the whole API.
 func New(o Options) *Server {
@@ -128,13 +166,16 @@ func New(o Options) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Clock == nil {
-		o.Clock = skuld.NewSystemClock()
+		o.Clock = clock.NewSystem()
 	}
 	if o.InstanceID == "" {
 		o.InstanceID = uuid.NewString()
 	}
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
+	}
+	if o.ScheduleMaxAhead <= 0 {
+		o.ScheduleMaxAhead = 30 * 24 * time.Hour
 	}
 	o = withLimitDefaults(o)
 	a := &API{
@@ -143,9 +184,18 @@ func New(o Options) *Server {
 		instance:     o.InstanceID,
 		bodyLimit:    requestLimit(o),
 		authFailures: newAuthFailures(o.AuthFailureLimit),
+		hosts:        NewHostPolicy(o.AllowedHosts),
+		tooMany:      newTooMany(o.Logger, tooManyLogInterval),
 	}
+	var err error
+	if a.docsFiles, err = loadDocsFiles(); err != nil {
+		panic("api: embedded docs: " + err.Error()) // the binary was built without them
+	}
+	a.mcp = a.mcpServer()
 	a.RequestsInFlight = max(a.RequestsInFlight, a.bodyLimit)
 	a.inflight = semaphore.NewWeighted(a.RequestsInFlight)
+	a.clientBudgets = newClientBudgets(a.RequestsInFlight / clientShare)
+	a.uploadRate, a.uploadGrace = minUploadRate, uploadGrace
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -26,17 +28,29 @@ func (fakeStore) Inbox(_ context.Context, id string) (*store.Inbox, error) {
 	}
 	return nil, store.ErrNotFound
 }
-func (f fakeStore) CachedInbox(ctx context.Context, id string) (*store.Inbox, error) {
-	return f.Inbox(ctx, id)
-}
 func (fakeStore) Ready(context.Context) error { return errors.New("down") }
 
 type fakeSender func() (*store.Message, error)
 
-func (f fakeSender) Send(context.Context, skuld.SendRequest) (*store.Message, error) { return f() }
+func (f fakeSender) Send(context.Context, skuld.SendRequest) (skuld.Result, error) {
+	m, err := f()
+	return skuld.Result{Message: m}, err
+}
+
+func (f fakeSender) Cancel(context.Context, string) (*store.Message, error) { return f() }
+
+func (f fakeSender) Reschedule(context.Context, string, time.Time) (*store.Message, error) {
+	return f()
+}
+
+// memThrottle is the in-memory throttle with global limits.
+func memThrottle(perMinute, perHour int) throttle.Throttle {
+	return throttle.NewMemory(throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: perMinute, PerHour: perHour},
+		throttle.Limits{}), clock.NewSystem())
+}
 
 func newTestAPI(sender fakeSender, apiKey string) http.Handler {
-	return New(Options{Store: fakeStore{}, Sender: sender, Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(5, 0), skuld.NewSystemClock()),
+	return New(Options{Store: fakeStore{}, Sender: sender, Throttle: memThrottle(5, 0),
 		APIKey: apiKey, CORSOrigins: []string{"https://app.example"}, AttachmentMaxSize: 1 << 20,
 		AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2, EmailDomain: "acme.test"})
 }
@@ -44,7 +58,7 @@ func newTestAPI(sender fakeSender, apiKey string) http.Handler {
 const validSend = `{"inbox_id":"i","to":["a@b.test"],"subject":"s","body":""}`
 
 func serve(h http.Handler, method, path, body string, headers ...string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req := localRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
@@ -81,8 +95,11 @@ func TestUnexpectedFailuresAreGeneric(t *testing.T) {
 
 func TestRateLimitedMapping(t *testing.T) {
 	refused := fakeSender(func() (*store.Message, error) {
-		return nil, &skuld.RateLimitedError{RetryAfter: 12 * time.Second,
-			Violations: []skuld.Violation{{Window: "per-minute", Count: 5, Limit: 5}}}
+		return nil, &throttle.RateLimitedError{RetryAfter: 12 * time.Second,
+			Violations: []throttle.Violation{{Window: throttle.GlobalMinute, Count: 5, Limit: 5, RetryAfter: 12 * time.Second}},
+			Snapshot: throttle.Snapshot{Global: throttle.Pair{
+				PerMinute: throttle.WindowState{Window: throttle.GlobalMinute, Limit: 5, Used: 5, ResetSeconds: 12},
+				PerHour:   throttle.WindowState{Window: throttle.GlobalHour}}}}
 	})
 	rec := serve(newTestAPI(refused, ""), "POST", "/v1/messages", validSend)
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "12" {

@@ -44,10 +44,11 @@ func (f *authFailures) blocked(addr string, now time.Time) (bool, time.Duration)
 	return true, times[len(times)-f.limit].Add(authFailureWindow).Sub(now)
 }
 
-// fail records one failure of addr at now.
-func (f *authFailures) fail(addr string, now time.Time) {
+// fail records one failure of addr at now, and reports whether it is the
+// one that blocks addr.
+func (f *authFailures) fail(addr string, now time.Time) (blocked bool) {
 	if f == nil {
-		return
+		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -55,10 +56,12 @@ func (f *authFailures) fail(addr string, now time.Time) {
 	if len(times) == 0 && len(f.clients) >= maxAuthClients {
 		f.evict(now)
 	}
-	if len(times) >= f.limit {
+	already := len(times) >= f.limit
+	if already {
 		times = times[1:] // only the last limit failures matter
 	}
 	f.clients[addr] = append(times, now)
+	return !already && len(times)+1 == f.limit
 }
 
 // live drops addr's failures older than the window; f.mu is held.

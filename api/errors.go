@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/logging"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -67,77 +69,134 @@ func (a *API) errorHandler(err error, c echo.Context) {
 	}
 }
 
+// errorResponse renders classify's answer as HTTP: the status, the body in
+// the one JSON error shape, and Retry-After when there is one.
 func (a *API) errorResponse(err error, c echo.Context) (int, any) {
+	r := c.Request()
+	p := a.classify(r.Context(), err, slog.String("method", r.Method), slog.String("path", c.Path()))
+	if p.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	switch {
+	case p.Code == "rate_limited":
+		return p.Status, rateLimitedBody{Detail: p.Detail, Code: p.Code, RetryAfter: p.RetryAfter, Violated: p.Violated}
+	case p.RequestID != "":
+		return p.Status, internalBody{Detail: p.Detail, Code: p.Code, RequestID: p.RequestID}
+	case p.Fields != nil:
+		return p.Status, errorBody{Detail: p.Fields, Code: p.Code}
+	}
+	return p.Status, errorBody{Detail: p.Detail, Code: p.Code}
+}
+
+// problem is an error as any client of the API is told it, whichever the
+// interface (REST, MCP): the same code and sentence for the same error.
+type problem struct {
+	Status int
+	Code   string
+	Detail string       // the sentence; for a validation error, its problems joined
+	Fields []FieldError // a validation error's problems, one per field
+	// RetryAfter is when to try again, in whole seconds (0: no advice):
+	// a throttle refusal's, or a short wait for a passing condition.
+	RetryAfter int
+	Violated   []string // a throttle refusal's full windows
+	RequestID  string   // an unexpected failure's request id, which the log names
+}
+
+// classify is the one mapping from errors to what a client is told. An
+// unexpected failure is logged with attrs (where it happened) and answered
+// with a generic sentence naming the request id; its cause never reaches
+// the client. It reads nothing but ctx, so every interface can use it.
+func (a *API) classify(ctx context.Context, err error, attrs ...slog.Attr) problem {
 	var (
 		ae      *apiError
 		ve      *ValidationError
 		nf      *skuld.NotFoundError
 		blocked *skuld.BlockedError
-		rl      *skuld.RateLimitedError
-		down    *skuld.UnavailableError
+		rl      *throttle.RateLimitedError
+		down    *throttle.UnavailableError
 		he      *echo.HTTPError
 	)
 	switch {
 	case errors.As(err, &ae):
-		return ae.Status, errorBody{Detail: ae.Detail, Code: ae.Code}
+		return problem{Status: ae.Status, Code: ae.Code, Detail: ae.Detail}
 	case errors.As(err, &ve):
-		return http.StatusUnprocessableEntity, errorBody{Detail: ve.Errors, Code: "validation_error"}
+		return problem{Status: http.StatusUnprocessableEntity, Code: "validation_error", Detail: ve.Sentence(),
+			Fields: ve.Errors}
 	case errors.As(err, &nf):
-		return http.StatusNotFound, errorBody{Detail: nf.Error(), Code: "not_found"}
+		return problem{Status: http.StatusNotFound, Code: "not_found", Detail: nf.Error()}
 	case errors.As(err, &blocked):
-		return http.StatusForbidden, errorBody{Detail: blocked.Error(), Code: "domain_blocked"}
+		return problem{Status: http.StatusForbidden, Code: "domain_blocked", Detail: blocked.Error()}
 	case errors.As(err, &rl):
-		c.Response().Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds()))
-		return http.StatusTooManyRequests, rateLimitedBody{Detail: rl.Error(), Code: "rate_limited",
-			RetryAfter: rl.RetryAfterSeconds(), Violated: rl.Windows()}
+		return problem{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: rl.Error(),
+			RetryAfter: rl.RetryAfterSeconds(), Violated: windowNames(rl.Windows())}
 	case errors.As(err, &down):
 		// THROTTLE_FAIL=closed: nothing was sent; the cause is logged.
-		a.logger.ErrorContext(c.Request().Context(), "throttle backend unreachable; refusing the request",
+		a.logger.ErrorContext(ctx, "throttle backend unreachable; refusing the request",
 			slog.String("backend", down.Backend), slog.Any("error", down.Err))
-		c.Response().Header().Set("Retry-After", throttleDownRetryAfter)
-		return http.StatusServiceUnavailable, errorBody{Detail: "Send throttle unavailable; retry shortly",
-			Code: "throttle_unavailable"}
+		return problem{Status: http.StatusServiceUnavailable, Code: "throttle_unavailable",
+			Detail: "Send throttle unavailable; retry shortly", RetryAfter: throttleDownRetryAfter}
 	case errors.Is(err, skuld.ErrShuttingDown):
-		return http.StatusServiceUnavailable, errorBody{Detail: "Server is shutting down; retry shortly", Code: "shutting_down"}
+		return problem{Status: http.StatusServiceUnavailable, Code: "shutting_down",
+			Detail: "Server is shutting down; retry shortly"}
 	case errors.Is(err, store.ErrNotFound):
-		return http.StatusNotFound, errorBody{Detail: "Not Found", Code: "not_found"}
+		return problem{Status: http.StatusNotFound, Code: "not_found", Detail: "Not Found"}
+	case errors.Is(err, store.ErrUnavailable):
+		// The connection was lost, or none could be made (the store has
+		// already retried what it safely could): retry later, not a bug.
+		a.logger.LogAttrs(ctx, slog.LevelError, "database unavailable; refusing the request",
+			append(attrs, slog.Any("error", err))...)
+		return problem{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
+			Detail: "Database unavailable; retry shortly", RetryAfter: databaseDownRetryAfter}
 	case errors.As(err, &he):
-		return a.httpErrorResponse(he)
+		return a.httpErrorProblem(he)
 	}
-	if c.Request().Context().Err() != nil {
+	if ctx.Err() != nil {
 		// The client went away (or the server's read timeout cut it off):
 		// whatever failed, nobody is waiting for an answer and it is not
 		// the server's fault.
-		return statusClientClosedRequest, errorBody{Detail: "Client closed the request", Code: "client_closed_request"}
+		return problem{Status: statusClientClosedRequest, Code: "client_closed_request", Detail: "Client closed the request"}
 	}
-	id := logging.RequestID(c.Request().Context())
-	a.logger.ErrorContext(c.Request().Context(), "request failed",
-		slog.String("method", c.Request().Method), slog.String("path", c.Path()), slog.Any("error", err))
-	return http.StatusInternalServerError, internalBody{
-		Detail:    "Internal server error (request id " + id + ")",
-		Code:      "internal_error",
-		RequestID: id,
-	}
+	id := logging.RequestID(ctx)
+	a.logger.LogAttrs(ctx, slog.LevelError, "request failed", append(attrs, slog.Any("error", err))...)
+	return problem{Status: http.StatusInternalServerError, Code: "internal_error",
+		Detail: "Internal server error (request id " + id + ")", RequestID: id}
 }
 
-// httpErrorResponse maps echo's own errors (routing, body limit) to the
+// httpErrorProblem maps echo's own errors (routing, body limit) to the
 // FastAPI wording existing clients know.
-func (a *API) httpErrorResponse(he *echo.HTTPError) (int, any) {
+func (a *API) httpErrorProblem(he *echo.HTTPError) problem {
+	p := problem{Status: he.Code}
 	switch he.Code {
 	case http.StatusNotFound:
-		return he.Code, errorBody{Detail: "Not Found", Code: "not_found"}
+		p.Code, p.Detail = "not_found", "Not Found"
 	case http.StatusMethodNotAllowed:
-		return he.Code, errorBody{Detail: "Method Not Allowed", Code: "method_not_allowed"}
+		p.Code, p.Detail = "method_not_allowed", "Method Not Allowed"
 	case http.StatusRequestEntityTooLarge:
-		return he.Code, errorBody{Detail: "Request body too large: the limit is " +
-			strconv.FormatInt(a.bodyLimit>>20, 10) + " MB", Code: "payload_too_large"}
+		p.Code, p.Detail = "payload_too_large", "Request body too large: the limit is "+
+			strconv.FormatInt(a.bodyLimit>>20, 10)+" MB"
 	case http.StatusUnauthorized:
-		return he.Code, errorBody{Detail: "Missing or invalid API key", Code: "unauthorized"}
+		p.Code, p.Detail = "unauthorized", "Missing or invalid API key"
+	default:
+		p.Code, p.Detail = "http_"+strconv.Itoa(he.Code), http.StatusText(he.Code)
 	}
-	return he.Code, errorBody{Detail: http.StatusText(he.Code), Code: "http_" + strconv.Itoa(he.Code)}
+	return p
 }
 
-// throttleDownRetryAfter is the Retry-After of a 503 for an unreachable
-// throttle backend: long enough not to hammer it, short enough to resume
-// soon after it is back.
-const throttleDownRetryAfter = "5"
+// databaseDownRetryAfter is the Retry-After, in seconds, of a 503 for a
+// database that cannot be reached: about what a restart or a fail-over
+// takes.
+const databaseDownRetryAfter = 5
+
+// throttleDownRetryAfter is the Retry-After, in seconds, of a 503 for an
+// unreachable throttle backend: long enough not to hammer it, short enough
+// to resume soon after it is back.
+const throttleDownRetryAfter = 5
+
+// windowNames is how the windows of a refusal read in its "violated".
+func windowNames(ws []throttle.Window) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.String()
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nornweave/nornweave/core/address"
@@ -15,9 +16,17 @@ import (
 // capture is a Sender that keeps the request it was given.
 type capture struct{ req *skuld.SendRequest }
 
-func (c *capture) Send(_ context.Context, req skuld.SendRequest) (*store.Message, error) {
+func (c *capture) Send(_ context.Context, req skuld.SendRequest) (skuld.Result, error) {
 	c.req = &req
-	return &store.Message{ID: "m", Status: store.StatusSent}, nil
+	return skuld.Result{Message: &store.Message{ID: "m", Status: store.StatusSent}}, nil
+}
+
+func (c *capture) Cancel(context.Context, string) (*store.Message, error) {
+	return nil, store.ErrNotHeld
+}
+
+func (c *capture) Reschedule(context.Context, string, time.Time) (*store.Message, error) {
+	return nil, store.ErrNotHeld
 }
 
 // FuzzDecodeSend checks request decoding: no body makes the server fail
@@ -41,9 +50,9 @@ func FuzzDecodeSend(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		c := &capture{}
-		h := New(Options{Store: fakeStore{}, Sender: c, Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
+		h := New(Options{Store: fakeStore{}, Sender: c, Throttle: memThrottle(0, 0),
 			AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 3})
-		req := httptest.NewRequest("POST", "/v1/messages", strings.NewReader(body))
+		req := localRequest("POST", "/v1/messages", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -23,18 +26,39 @@ type readyResponse struct {
 	Checks map[string]string `json:"checks"`
 }
 
+// readyTimeout bounds each dependency's answer to /ready.
+const readyTimeout = 2 * time.Second
+
 // ready answers 200 only when the database answers and its schema is the
-// one this binary knows; otherwise 503 naming the dependency and why.
+// one this binary knows, and the throttle's backend answers; otherwise 503
+// naming each dependency and why. A throttle backend that cannot be asked
+// under THROTTLE_FAIL=open is reported but keeps the server ready: its
+// sends go out unthrottled, as the operator chose.
 func (a *API) ready(c echo.Context) error {
-	err := a.Store.Ready(c.Request().Context())
-	if err == nil {
-		return c.JSON(http.StatusOK, readyResponse{Status: "ready", Checks: map[string]string{"database": "ok"}})
+	ctx := c.Request().Context()
+	checks, detail := map[string]string{"database": "ok", "throttle": "ok"}, ""
+	dbCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	err := a.Store.Ready(dbCtx)
+	cancel()
+	if err != nil {
+		a.logger.WarnContext(ctx, "not ready", slog.String("dependency", "database"), slog.Any("error", err))
+		checks["database"], detail = "unreachable", "Database unreachable"
+		if errors.Is(err, store.ErrSchemaNotCurrent) {
+			checks["database"], detail = "schema_not_current", "Database schema is not current; run nornweave migrate"
+		}
 	}
-	a.logger.WarnContext(c.Request().Context(), "not ready", slog.String("dependency", "database"), slog.Any("error", err))
-	check, detail := "unreachable", "Database unreachable"
-	if errors.Is(err, store.ErrSchemaNotCurrent) {
-		check, detail = "schema_not_current", "Database schema is not current; run nornweave migrate"
+	thCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	_, err = a.Throttle.State(thCtx, "", throttle.Override{})
+	cancel()
+	if err != nil {
+		a.logger.WarnContext(ctx, "throttle backend not answering", slog.Any("error", err))
+		checks["throttle"] = "unreachable"
+		if !a.ThrottleFailOpen && detail == "" {
+			detail = "Send throttle backend unreachable; sends are refused (THROTTLE_FAIL=closed)"
+		}
 	}
-	return c.JSON(http.StatusServiceUnavailable, readyResponse{Status: "not_ready", Detail: &detail,
-		Checks: map[string]string{"database": check}})
+	if detail != "" {
+		return c.JSON(http.StatusServiceUnavailable, readyResponse{Status: "not_ready", Detail: &detail, Checks: checks})
+	}
+	return c.JSON(http.StatusOK, readyResponse{Status: "ready", Checks: checks})
 }

@@ -64,29 +64,28 @@ func validKey(k string) bool {
 // durably before the send (a unique row), so of concurrent requests with one
 // key exactly one sends; the others get 409 while it is in flight and its
 // response afterwards. Only a send that was recorded (201, sent or failed)
-// is remembered: a refusal (429, 403, 404) or an error gives the key back,
+// is remembered (201, or 202 held): a refusal (429, 403, 404) or an error gives the key back,
 // so the client's retry is a new attempt, as a client retrying on 429 needs.
-func (a *API) sendIdempotent(c echo.Context, key, hash string, req skuld.SendRequest, refusal **skuld.RateLimitedError) error {
-	ctx := c.Request().Context()
+func (a *API) sendIdempotent(ctx context.Context, key, hash string, req skuld.SendRequest) (sendAnswer, error) {
 	now := a.Clock.Now()
 	claim := &store.IdempotencyKey{Key: key, RequestHash: hash, Owner: a.instance,
 		MessageID: uuid.NewString(), CreatedAt: now}
 	for range 2 {
 		held, err := a.Store.ClaimIdempotencyKey(ctx, claim, now.Add(-KeyTTL))
 		if err != nil {
-			return err
+			return sendAnswer{}, err
 		}
 		if held == nil {
 			break
 		}
 		switch {
 		case held.RequestHash != hash:
-			return newError(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			return sendAnswer{}, newError(http.StatusUnprocessableEntity, "idempotency_key_reused",
 				"Idempotency-Key was already used with a different request")
 		case held.StatusCode != nil:
-			return replay(c, *held.StatusCode, []byte(deref(held.ResponseBody)))
+			return sendAnswer{status: *held.StatusCode, body: []byte(deref(held.ResponseBody)), replayed: true}, nil
 		case held.Owner == a.instance || now.Sub(held.CreatedAt) < a.KeyLease:
-			return newError(http.StatusConflict, "idempotency_key_in_flight",
+			return sendAnswer{}, newError(http.StatusConflict, "idempotency_key_in_flight",
 				"A request with this Idempotency-Key is still in progress; retry shortly")
 		}
 		// Claimed by a server process that stopped before answering. If
@@ -94,53 +93,57 @@ func (a *API) sendIdempotent(c echo.Context, key, hash string, req skuld.SendReq
 		// sent and the key is free again.
 		m, err := a.Store.Message(ctx, held.MessageID)
 		if err == nil {
-			body, err := a.completeKey(ctx, key, sendResponseOf(m))
+			body, err := a.completeKey(ctx, key, sendStatus(m), sendResponseOf(m))
 			if err != nil {
-				return err
+				return sendAnswer{}, err
 			}
-			return replay(c, http.StatusCreated, body)
+			return sendAnswer{status: sendStatus(m), body: body, replayed: true}, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return err
+			return sendAnswer{}, err
 		}
 		if err := a.Store.ReleaseIdempotencyKey(ctx, key, held.Owner); err != nil {
-			return err
+			return sendAnswer{}, err
 		}
 	}
 
 	req.MessageID = claim.MessageID
-	m, err := a.Sender.Send(ctx, req)
+	res, err := a.Sender.Send(ctx, req)
 	if err != nil {
-		errors.As(err, refusal)
 		if rerr := a.Store.ReleaseIdempotencyKey(context.WithoutCancel(ctx), key, a.instance); rerr != nil {
 			a.logger.ErrorContext(ctx, "release idempotency key", slog.Any("error", rerr))
 		}
-		return err
+		return sendAnswer{}, err
 	}
-	body, err := a.completeKey(context.WithoutCancel(ctx), key, sendResponseOf(m))
-	if err != nil {
+	ans := sendAnswer{status: sendStatus(res.Message), windows: res.Windows, read: !store.Held(res.Message.Status)}
+	if ans.body, err = a.completeKey(context.WithoutCancel(ctx), key, ans.status, sendResponseOf(res.Message)); err != nil {
 		// The message was sent and recorded; the key stays in flight and
 		// resolves to that message at the next start.
-		a.logger.ErrorContext(ctx, "complete idempotency key", slog.String("message_id", m.ID), slog.Any("error", err))
-		return c.JSON(http.StatusCreated, sendResponseOf(m))
+		a.logger.ErrorContext(ctx, "complete idempotency key", slog.String("message_id", res.Message.ID), slog.Any("error", err))
+		ans.body, err = encodeJSON(sendResponseOf(res.Message))
 	}
-	return c.JSONBlob(http.StatusCreated, body)
+	return ans, err
 }
 
-// completeKey stores the response to replay for key and returns its body.
-func (a *API) completeKey(ctx context.Context, key string, res sendResponse) ([]byte, error) {
+// completeKey stores the response to replay for key, with its status
+// (201 sent, 202 held), and returns its body.
+func (a *API) completeKey(ctx context.Context, key string, status int, res sendResponse) ([]byte, error) {
+	body, err := encodeJSON(res)
+	if err != nil {
+		return nil, err
+	}
+	return body, a.Store.CompleteIdempotencyKey(ctx, key, status, string(body))
+}
+
+// encodeJSON is the JSON of a response as the API writes it.
+func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(res); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), a.Store.CompleteIdempotencyKey(ctx, key, http.StatusCreated, buf.String())
-}
-
-func replay(c echo.Context, status int, body []byte) error {
-	c.Response().Header().Set("Idempotent-Replayed", "true")
-	return c.JSONBlob(status, body)
+	return buf.Bytes(), nil
 }
 
 func deref(s *string) string {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -31,11 +30,9 @@ func (a *API) patchInbox(c echo.Context) error {
 		}
 	}
 	var ch store.InboxChanges
-	if _, ok := obj.present("name"); ok {
-		name := obj.str("name", true, 1, 255)
+	if _, sent := obj.fields["name"]; sent {
+		name := obj.inboxName()
 		ch.Name = &name
-	} else if _, sent := obj.fields["name"]; sent {
-		obj.add("name", "Input should be a valid string", "string_type")
 	}
 	if raw, ok := obj.present("rate_limit"); ok {
 		rl := obj.child("rate_limit", raw)
@@ -54,24 +51,17 @@ func (a *API) patchInbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Limiter.InboxesChanged(c.Request().Context()); err != nil {
-		return err
-	}
 	return c.JSON(http.StatusOK, toInbox(in))
 }
 
 // inboxRateLimit shows an inbox's windows as GET /v1/rate-limit shows the
 // global ones, with the limits that apply to it.
 func (a *API) inboxRateLimit(c echo.Context) error {
-	in, err := a.inbox(c, c.Param("id"))
+	snap, err := a.windowsOf(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	st, err := a.Limiter.InboxState(c.Request().Context(), in.ID, skuld.InboxOverride(in))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, rateLimitResponse{PerMinute: toWindow(st.PerMinute), PerHour: toWindow(st.PerHour)})
+	return c.JSON(http.StatusOK, toRateLimit(snap.Inbox))
 }
 
 // child reads the JSON object raw, the value of field name, reporting its

@@ -1,10 +1,10 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/mail"
 	"strings"
 
 	"github.com/google/uuid"
@@ -25,35 +25,43 @@ func (a *API) createInbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	obj.forbidExtra("name", "email_username")
-	name := obj.str("name", true, 1, 255)
-	username := obj.str("email_username", true, 1, 64)
-	// The name is the From's display name: it must fit in a header and
-	// must not carry an address of its own.
-	if err := address.CheckName(name); err != nil {
-		obj.add("name", "Invalid inbox name: "+err.Error(), "value_error")
-	}
-	if err := obj.err(); err != nil {
-		return err
-	}
-	if a.EmailDomain == "" {
-		return newError(http.StatusUnprocessableEntity, "email_domain_not_configured",
-			"EMAIL_DOMAIN is not configured; set it to create inboxes")
-	}
-	addr := strings.ToLower(strings.TrimSpace(username)) + "@" + a.EmailDomain
-	if parsed, perr := mail.ParseAddress(addr); perr != nil || parsed.Address != addr || strings.Count(addr, "@") != 1 {
-		return fieldError("Invalid email username: "+username, "value_error", "body", "email_username")
-	}
-	now := a.Clock.Now().UTC()
-	in := &store.Inbox{ID: uuid.NewString(), EmailAddress: addr, Name: name, CreatedAt: now, UpdatedAt: now}
-	err = a.Store.CreateInbox(c.Request().Context(), in)
-	if errors.Is(err, store.ErrConflict) {
-		return newError(http.StatusConflict, "conflict", fmt.Sprintf("Inbox with email %s already exists", addr))
-	}
+	in, err := a.addInbox(c.Request().Context(), obj)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, toInbox(in))
+}
+
+// addInbox reads a new inbox's name and email_username from obj and
+// creates it: what POST /v1/inboxes and the create_inbox tool both do.
+func (a *API) addInbox(ctx context.Context, obj object) (*store.Inbox, error) {
+	obj.forbidExtra("name", "email_username")
+	name := obj.inboxName()
+	username := obj.str("email_username", true, 1, 64)
+	local := strings.ToLower(strings.TrimSpace(username))
+	// The inbox's address is a From and a Reply-To: held to the rule of
+	// the addresses we send to (ASCII dot-atom, no '%' or '!').
+	if _, ok := obj.present("email_username"); ok && address.CheckLocal(local) != nil {
+		obj.add("email_username", "Invalid email username: "+username+" ("+address.ErrLocal.Error()+")", "value_error")
+	}
+	if err := obj.err(); err != nil {
+		return nil, err
+	}
+	if a.EmailDomain == "" {
+		return nil, newError(http.StatusUnprocessableEntity, "email_domain_not_configured",
+			"EMAIL_DOMAIN is not configured; set it to create inboxes")
+	}
+	addr := local + "@" + a.EmailDomain
+	now := a.Clock.Now().UTC()
+	in := &store.Inbox{ID: uuid.NewString(), EmailAddress: addr, Name: name, CreatedAt: now, UpdatedAt: now}
+	err := a.Store.CreateInbox(ctx, in)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, newError(http.StatusConflict, "conflict", fmt.Sprintf("Inbox with email %s already exists", addr))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
 }
 
 func (a *API) listInboxes(c echo.Context) error {
@@ -61,19 +69,28 @@ func (a *API) listInboxes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inboxes, err := a.Store.Inboxes(c.Request().Context(), limit, offset)
+	out, err := a.inboxPage(c.Request().Context(), limit, offset)
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// inboxPage is a page of the inboxes, ordered by address.
+func (a *API) inboxPage(ctx context.Context, limit, offset int) (list[inboxResponse], error) {
+	inboxes, err := a.Store.Inboxes(ctx, limit, offset)
+	if err != nil {
+		return list[inboxResponse]{}, err
 	}
 	out := list[inboxResponse]{Items: make([]inboxResponse, len(inboxes)), Count: len(inboxes)}
 	for i := range inboxes {
 		out.Items[i] = toInbox(&inboxes[i])
 	}
-	return c.JSON(http.StatusOK, out)
+	return out, nil
 }
 
 func (a *API) getInbox(c echo.Context) error {
-	in, err := a.inbox(c, c.Param("id"))
+	in, err := a.inbox(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -89,21 +106,34 @@ func (a *API) deleteInbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Limiter.InboxesChanged(c.Request().Context()); err != nil {
-		return err
-	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-// inbox loads an inbox, mapping absence to the contract's 404 sentence.
-func (a *API) inbox(c echo.Context, id string) (*store.Inbox, error) {
-	in, err := a.Store.Inbox(c.Request().Context(), id)
-	return found(in, err, id)
+// maxInboxName bounds an inbox's name, in characters.
+const maxInboxName = 255
+
+// inboxName reads and checks the "name" of an inbox: the display name of
+// every message the inbox sends. It is the one rule for it: POST and PATCH
+// both read the name here, so nothing refused at creation can be set
+// later. The name must fit in a header and must not read as an address of
+// its own (address.CheckName).
+func (o object) inboxName() string {
+	if raw, sent := o.fields[o.key("name")]; sent && string(raw) == "null" {
+		o.add("name", "Input should be a valid string", "string_type")
+		return ""
+	}
+	name := o.str("name", true, 1, maxInboxName)
+	if _, ok := o.present("name"); ok {
+		if err := address.CheckName(name); err != nil {
+			o.add("name", "Invalid inbox name: "+err.Error(), "value_error")
+		}
+	}
+	return name
 }
 
-// cachedInbox is inbox for a send (store.Store.CachedInbox).
-func (a *API) cachedInbox(c echo.Context, id string) (*store.Inbox, error) {
-	in, err := a.Store.CachedInbox(c.Request().Context(), id)
+// inbox loads an inbox, mapping absence to the contract's 404 sentence.
+func (a *API) inbox(ctx context.Context, id string) (*store.Inbox, error) {
+	in, err := a.Store.Inbox(ctx, id)
 	return found(in, err, id)
 }
 

@@ -24,6 +24,10 @@ const (
 // must never queue behind a 50 MB send.
 const smallRequest = 64 << 10
 
+// clientShare is how many clients' shares the in-flight budget holds: one
+// client holds at most 1/clientShare of it (or one request of any size).
+const clientShare = 4
+
 // inFlightWait is how long a large request may wait for the budget before
 // it is refused with 503; the client retries, as after a 429. A waiting
 // request holds a connection but not its body (not yet read), so the wait
@@ -81,8 +85,11 @@ func (a *API) checkBodySizes(body, html string) error {
 // smallRequest takes its Content-Length (or the request limit, when the
 // length is unknown) from a budget of RequestsInFlight bytes for as long as
 // its handler runs, and waits while the budget is spent: memory is bounded
-// by the budget, not by the number of clients. A request that waits longer
-// than inFlightWait, or whose client goes away, is answered 503.
+// by the budget, not by the number of clients. One client (clientKey)
+// holds at most a quarter of the budget, or one request of any size (see
+// clientBudgets): its large requests wait for each other, not everyone
+// else. A request that waits longer than inFlightWait, or whose client
+// goes away, is answered 503.
 func (a *API) limitInFlight(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -93,17 +100,50 @@ func (a *API) limitInFlight(next echo.HandlerFunc) echo.HandlerFunc {
 		if n < 0 || n > a.bodyLimit {
 			n = a.bodyLimit
 		}
-		ctx, cancel := context.WithTimeout(req.Context(), inFlightWait)
+		wait, cancel := context.WithTimeout(req.Context(), inFlightWait)
 		defer cancel()
-		if err := a.inflight.Acquire(ctx, n); err != nil {
+		releaseShare, err := a.clientBudgets.acquire(wait, a.clientKey(req), n)
+		release := func() {}
+		if err == nil {
+			defer releaseShare()
+			release, err = a.takeInFlight(wait, n)
+		}
+		if err != nil {
 			if req.Context().Err() != nil {
 				return req.Context().Err() // the client left: a 499, not a busy server
 			}
-			c.Response().Header().Set("Retry-After", "5")
-			return newError(http.StatusServiceUnavailable, "server_busy",
-				"Too many large requests in progress (REQUESTS_IN_FLIGHT_MB); retry shortly")
+			c.Response().Header().Set("Retry-After", busyRetryAfter)
+			return errServerBusy
 		}
-		defer a.inflight.Release(n)
+		defer release()
 		return next(c)
 	}
+}
+
+// errServerBusy answers a request that waited inFlightWait for the budget.
+var errServerBusy = newError(http.StatusServiceUnavailable, "server_busy",
+	"Too many large requests in progress (REQUESTS_IN_FLIGHT_MB); retry shortly")
+
+// busyRetryAfter is the Retry-After of errServerBusy.
+const busyRetryAfter = "5"
+
+// takeInFlight takes n bytes (at most the whole budget) from the in-flight
+// budget for as long as the caller holds them, waiting up to inFlightWait;
+// n up to smallRequest takes nothing. It fails with errServerBusy, or the
+// error of ctx if it ends first (the client went away: a 499, not a busy
+// server).
+func (a *API) takeInFlight(ctx context.Context, n int64) (release func(), err error) {
+	if n <= smallRequest {
+		return func() {}, nil
+	}
+	n = min(n, a.RequestsInFlight)
+	wait, cancel := context.WithTimeout(ctx, inFlightWait)
+	defer cancel()
+	if err := a.inflight.Acquire(wait, n); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errServerBusy
+	}
+	return func() { a.inflight.Release(n) }, nil
 }

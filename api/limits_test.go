@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -44,7 +43,7 @@ func (slowStore) MessageBodies(context.Context, []string, bool) (map[string]stor
 
 func newSlowAPI(timeout time.Duration) (http.Handler, slowStore) {
 	st := slowStore{stopped: make(chan error, 1)}
-	return New(Options{Store: st, Sender: fakeSender(nil), Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
+	return New(Options{Store: st, Sender: fakeSender(nil), Throttle: memThrottle(0, 0),
 		SearchTimeout: timeout}), st
 }
 
@@ -69,7 +68,7 @@ func TestSearchTimesOutWith503(t *testing.T) {
 func TestSearchStopsWhenTheClientGoes(t *testing.T) {
 	h, st := newSlowAPI(time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
-	req := httptest.NewRequestWithContext(ctx, "POST", "/v1/search", strings.NewReader(`{"inbox_id":"i","query":"invoice"}`))
+	req := localRequest("POST", "/v1/search", strings.NewReader(`{"inbox_id":"i","query":"invoice"}`)).WithContext(ctx)
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
@@ -102,7 +101,7 @@ func TestInFlightBudgetSerializesLargeRequests(t *testing.T) {
 		<-release
 		return &store.Message{ID: "m", Status: "sent"}, nil
 	})
-	o := Options{Store: fakeStore{}, Sender: sender, Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
+	o := Options{Store: fakeStore{}, Sender: sender, Throttle: memThrottle(0, 0),
 		AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2,
 		RequestsInFlight: 1} // raised to one request limit
 	h := New(o)
@@ -169,7 +168,7 @@ func TestLongThreadIsReadInBatches(t *testing.T) {
 	var maxBatch int64
 	const n = 40
 	h := New(Options{Store: threadStore{n: n, maxBatch: &maxBatch}, Sender: fakeSender(nil),
-		Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock())})
+		Throttle: memThrottle(0, 0)})
 	rec := serve(h, "GET", "/v1/threads/t", "")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("got %d %.200s", rec.Code, rec.Body)

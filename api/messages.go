@@ -5,36 +5,62 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/nornweave/nornweave/store"
 )
 
+// listQuery are the query parameters of GET /v1/messages.
+var listQuery = []string{"inbox_id", "thread_id", "q", "status", "limit", "offset"}
+
 func (a *API) listMessages(c echo.Context) error {
-	f := store.MessageFilter{InboxID: c.QueryParam("inbox_id"), ThreadID: c.QueryParam("thread_id"),
-		Query: c.QueryParam("q"), OmitBodies: true}
-	if f.InboxID == "" && f.ThreadID == "" {
-		return fieldError("At least one of inbox_id or thread_id is required", "missing", "query", "inbox_id")
+	for name := range c.QueryParams() {
+		if !slices.Contains(listQuery, name) {
+			return fieldError("Extra inputs are not permitted", "extra_forbidden", "query", name)
+		}
 	}
-	if err := checkQuery(f.Query, "query", "q"); err != nil {
-		return err
+	f := store.MessageFilter{InboxID: c.QueryParam("inbox_id"), ThreadID: c.QueryParam("thread_id"),
+		Query: c.QueryParam("q"), Status: c.QueryParam("status")}
+	if f.Status != "" && !slices.Contains(messageStatuses, f.Status) {
+		return fieldError("Input should be one of "+strings.Join(messageStatuses, ", "), "literal_error", "query", "status")
 	}
 	var err error
 	if f.Limit, f.Offset, err = pagination(c); err != nil {
 		return err
 	}
+	msgs, total, err := a.messagePage(c.Request().Context(), f, "query")
+	if err != nil {
+		return err
+	}
+	return streamItems(c, len(msgs), func(i int) any { return toMessage(&msgs[i]) },
+		fmt.Sprintf(`"count":%d,"total":%d`, len(msgs), total))
+}
+
+// messagePage is the page of messages f selects (by inbox, thread and
+// query), newest first, with their bodies, and how many match in all: what
+// GET /v1/messages and the list_messages tool both answer. loc is where
+// the filter came from ("query", "arguments"), for its validation errors.
+func (a *API) messagePage(ctx context.Context, f store.MessageFilter, loc string) ([]store.Message, int64, error) {
+	f.OmitBodies = true
+	if f.InboxID == "" && f.ThreadID == "" {
+		return nil, 0, fieldError("At least one of inbox_id or thread_id is required", "missing", loc, "inbox_id")
+	}
+	if err := checkQuery(f.Query, loc, "q"); err != nil {
+		return nil, 0, err
+	}
 	if f.InboxID != "" {
-		if _, err := a.inbox(c, f.InboxID); err != nil {
-			return err
+		if _, err := a.inbox(ctx, f.InboxID); err != nil {
+			return nil, 0, err
 		}
 	}
 	if f.ThreadID != "" {
-		if _, err := a.thread(c, f.ThreadID); err != nil {
-			return err
+		if _, err := a.thread(ctx, f.ThreadID); err != nil {
+			return nil, 0, err
 		}
 	}
-	ctx := c.Request().Context()
 	if f.Query != "" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.SearchTimeout)
@@ -42,23 +68,41 @@ func (a *API) listMessages(c echo.Context) error {
 	}
 	msgs, total, err := a.Store.Messages(ctx, f)
 	if err != nil {
-		return a.searchError(ctx, err)
+		return nil, 0, a.searchError(ctx, err)
 	}
 	if msgs, err = a.withBodies(ctx, msgs, true); err != nil {
-		return a.searchError(ctx, err)
+		return nil, 0, a.searchError(ctx, err)
 	}
-	return streamItems(c, len(msgs), func(i int) any { return toMessage(&msgs[i]) },
-		fmt.Sprintf(`"count":%d,"total":%d`, len(msgs), total))
+	return msgs, total, nil
 }
 
 func (a *API) getMessage(c echo.Context) error {
-	id := c.Param("id")
-	m, err := a.Store.Message(c.Request().Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound(fmt.Sprintf("Message %s not found", id))
-	}
+	d, err := a.messageDetail(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toMessage(m))
+	return c.JSON(http.StatusOK, d)
+}
+
+// messageDetail is a message with its attachments' descriptions (at most
+// ATTACHMENT_MAX_COUNT; never their content).
+func (a *API) messageDetail(ctx context.Context, id string) (messageDetail, error) {
+	m, err := a.message(ctx, id)
+	if err != nil {
+		return messageDetail{}, err
+	}
+	atts, err := a.Store.Attachments(ctx, store.AttachmentFilter{MessageID: m.ID})
+	if err != nil {
+		return messageDetail{}, err
+	}
+	return messageDetail{messageResponse: toMessage(m), Attachments: toAttachments(atts)}, nil
+}
+
+// message loads a message, mapping absence to the contract's 404 sentence.
+func (a *API) message(ctx context.Context, id string) (*store.Message, error) {
+	m, err := a.Store.Message(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound(fmt.Sprintf("Message %s not found", id))
+	}
+	return m, err
 }

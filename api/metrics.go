@@ -18,6 +18,10 @@ type Metrics interface {
 	Request(method, route string, status int, d time.Duration)
 	// Replayed reports a response replayed for a repeated Idempotency-Key.
 	Replayed()
+	// ToolCall reports one MCP tool call by the tool's name and its
+	// outcome: "ok", or the refusal's code (rate_limited, ...). Both are
+	// closed sets: unknown tools are refused before a handler runs.
+	ToolCall(tool, outcome string)
 	// Handler serves GET /metrics.
 	Handler() http.Handler
 }
@@ -28,6 +32,7 @@ type nopMetrics struct{}
 
 func (nopMetrics) Request(string, string, int, time.Duration) {}
 func (nopMetrics) Replayed()                                  {}
+func (nopMetrics) ToolCall(string, string)                    {}
 func (nopMetrics) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,10 +19,11 @@ import (
 
 // middleware installs, outermost first: trailing-slash tolerance, the
 // request id, the access log (which also renders errors, so it logs the
-// final status), security headers, panic recovery, header-size and NUL
-// checks, CORS, the cross-site check, the API key (on every /v1 path, so
-// that a 404 or 405 there does not answer before it), Content-Type and the
-// body-size limit.
+// final status), security headers, panic recovery, the Host allow-list,
+// CORS, header-size, NUL and UTF-8 checks, the cross-site check, the API
+// key (on /mcp and every /v1 path, so that a 404 or 405 there does not
+// answer before it), Content-Type, the body-size limit, the in-flight
+// budget and the upload rate.
 func (a *API) middleware(e *echo.Echo) {
 	e.Pre(middleware.RemoveTrailingSlash())
 	e.Use(a.requestID, a.accessLog, securityHeaders, a.drain)
@@ -34,19 +34,13 @@ func (a *API) middleware(e *echo.Echo) {
 			return fmt.Errorf("panic: %w", err)
 		},
 	}))
+	e.Use(a.checkHost) // before CORS: a foreign host gets no answer at all
 	if len(a.CORSOrigins) > 0 {
-		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
-			AllowOrigins: a.CORSOrigins,
-			AllowMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
-			AllowHeaders: []string{echo.HeaderContentType, echo.HeaderAuthorization, "X-API-Key",
-				"Idempotency-Key", echo.HeaderXRequestID},
-			ExposeHeaders: []string{"Retry-After", echo.HeaderXRequestID, "X-RateLimit-Limit",
-				"X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy"},
-		}))
+		e.Use(cors(a.CORSOrigins))
 	}
 	e.Use(checkRequest, a.crossSite, a.requireAPIKey(), requireJSON)
 	e.Use(middleware.BodyLimit(strconv.FormatInt(a.bodyLimit, 10) + "B"))
-	e.Use(a.limitInFlight)
+	e.Use(a.limitInFlight, a.enforceUploadRate)
 }
 
 // drainRetryAfter is what a request refused during shutdown is told: about
@@ -101,30 +95,14 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// accessLog logs one line per request after the error handler has run.
-func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		if err := next(c); err != nil {
-			c.Error(err)
-		}
-		level := slog.LevelInfo
-		if c.Path() == "/health" || c.Path() == "/ready" {
-			level = slog.LevelDebug
-		}
-		a.logger.LogAttrs(c.Request().Context(), level, "request",
-			slog.String("method", c.Request().Method), slog.String("path", c.Request().URL.Path),
-			slog.Int("status", c.Response().Status),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
-		return nil
-	}
-}
-
-// requireAPIKey enforces API_KEY on every path under /v1 (routes or not).
+// requireAPIKey enforces API_KEY on every path under /v1 (routes or not)
+// and on /mcp.
 // X-API-Key, when present, is the only candidate; otherwise
 // "Authorization: Bearer <key>". OPTIONS always passes so that browsers can
-// preflight. A client address with AUTH_FAILURE_LIMIT failures in 15
-// minutes gets 429 until the oldest of them expires, whatever key it sends.
+// preflight. A client (clientKey: behind TRUSTED_PROXIES, the address they
+// forward) with AUTH_FAILURE_LIMIT failures in 15 minutes gets 429 until
+// the oldest of them expires, whatever key it sends; reaching the limit is
+// logged at WARN.
 func (a *API) requireAPIKey() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		if a.APIKey == "" {
@@ -133,10 +111,10 @@ func (a *API) requireAPIKey() echo.MiddlewareFunc {
 		want := sha256.Sum256([]byte(a.APIKey))
 		return func(c echo.Context) error {
 			r := c.Request()
-			if r.Method == http.MethodOptions || (r.URL.Path != "/v1" && !strings.HasPrefix(r.URL.Path, "/v1/")) {
+			if r.Method == http.MethodOptions || !needsKey(r.URL.Path) {
 				return next(c)
 			}
-			client := remoteIP(r.RemoteAddr)
+			client := a.clientKey(r)
 			if blocked, wait := a.authFailures.blocked(client, a.Clock.Now()); blocked {
 				c.Response().Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 				return newError(http.StatusTooManyRequests, "too_many_auth_failures",
@@ -152,8 +130,13 @@ func (a *API) requireAPIKey() echo.MiddlewareFunc {
 			// Hashing first makes the comparison constant-time in the length too.
 			got := sha256.Sum256([]byte(key))
 			if key == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-				a.authFailures.fail(client, a.Clock.Now())
-				a.logger.InfoContext(r.Context(), "api key rejected", slog.String("client", client))
+				ip := a.clientAddr(r).String()
+				a.logger.InfoContext(r.Context(), "api key rejected", slog.String("client", ip))
+				if a.authFailures.fail(client, a.Clock.Now()) {
+					a.logger.WarnContext(r.Context(), "too many failed API key attempts; client locked out",
+						slog.String("client", ip), slog.Int("failures", a.AuthFailureLimit),
+						slog.Int64("window_s", int64(authFailureWindow/time.Second)))
+				}
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, "Bearer")
 				return newError(http.StatusUnauthorized, "unauthorized", "Missing or invalid API key")
 			}
@@ -162,11 +145,13 @@ func (a *API) requireAPIKey() echo.MiddlewareFunc {
 	}
 }
 
-// remoteIP is the connection's address without the port. X-Forwarded-For
-// is not trusted: any client could set it to dodge the failure count.
-func remoteIP(remoteAddr string) string {
-	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		return host
+// needsKey reports whether path is behind API_KEY: everything under /v1,
+// and the MCP endpoint, whose tools do what /v1 does.
+func needsKey(path string) bool {
+	for _, p := range []string{"/v1", "/mcp"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
 	}
-	return remoteAddr
+	return false
 }

@@ -11,6 +11,9 @@ func (a *API) routes(e *echo.Echo) {
 	e.GET("/metrics", a.metrics)
 	e.GET("/openapi.json", a.openAPI)
 	e.GET("/docs", a.docs)
+	e.HEAD("/docs", a.docs)
+	e.GET("/docs/:asset", a.docsAsset)
+	e.HEAD("/docs/:asset", a.docsAsset)
 
 	// The API key is checked by middleware for every /v1 path (see
 	// middleware): echo gives a group with middleware a catch-all route,
@@ -29,7 +32,18 @@ func (a *API) routes(e *echo.Echo) {
 	v1.GET("/messages", a.listMessages)
 	v1.GET("/messages/:id", a.getMessage)
 	v1.POST("/messages", a.sendMessage)
+	v1.PATCH("/messages/:id", a.patchMessage)
+	v1.POST("/messages/:id/cancel", a.cancelMessage)
+
+	v1.GET("/attachments", a.listAttachments)
+	v1.GET("/attachments/:id", a.getAttachment)
+	v1.GET("/attachments/:id/content", a.getAttachmentContent)
 
 	v1.GET("/rate-limit", a.rateLimit)
 	v1.POST("/search", a.search)
+
+	// MCP (see mcp.go): streamable HTTP, stateless, so POST only; GET (a
+	// server-to-client stream) is 405, as the transport allows. Behind the
+	// API key like /v1.
+	e.POST("/mcp", a.mcpHandler())
 }

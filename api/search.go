@@ -38,39 +38,70 @@ func (a *API) search(c echo.Context) error {
 		return err
 	}
 	obj.forbidExtra("query", "inbox_id", "limit", "offset")
-	query := obj.str("query", true, 1, maxQueryLen)
-	inboxID := obj.str("inbox_id", true, 0, 0)
-	limit := obj.integer("limit", defaultLimit, 1, 100)
-	offset := obj.integer("offset", 0, 0, 1<<31-1)
+	q := searchQuery{Query: obj.str("query", true, 1, maxQueryLen), InboxID: obj.str("inbox_id", true, 0, 0),
+		Limit: obj.integer("limit", defaultLimit, 1, maxSearchLimit), Offset: obj.integer("offset", 0, 0, 1<<31-1)}
 	if err := obj.err(); err != nil {
 		return err
 	}
-	if err := checkQuery(query, "body", "query"); err != nil {
-		return err
-	}
-	if _, err := a.inbox(c, inboxID); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), a.SearchTimeout)
-	defer cancel()
-	msgs, _, err := a.Store.Messages(ctx, store.MessageFilter{InboxID: inboxID,
-		Query: query, ContentOnly: true, OmitBodies: true, SkipTotal: true, Limit: limit, Offset: offset})
+	msgs, err := a.searchMessages(c.Request().Context(), q, "body")
 	if err != nil {
-		return a.searchError(ctx, err)
+		return err
+	}
+	quoted, err := marshalNoEscape(q.Query)
+	if err != nil {
+		return err
+	}
+	return streamItems(c, len(msgs), func(i int) any { return toSearchItem(&msgs[i]) },
+		fmt.Sprintf(`"count":%d,"query":%s`, len(msgs), quoted))
+}
+
+// maxSearchLimit is the largest page of search results.
+const maxSearchLimit = 100
+
+// searchQuery is a search of one inbox's or one thread's messages.
+type searchQuery struct {
+	Query         string
+	InboxID       string // or ThreadID, or both
+	ThreadID      string
+	Limit, Offset int
+}
+
+// searchMessages runs q: matches of the subject or the body, newest first,
+// with their text bodies. POST /v1/search and the search_email tool both
+// call it; loc is where q came from ("body", "arguments"), for its
+// validation errors.
+func (a *API) searchMessages(ctx context.Context, q searchQuery, loc string) ([]store.Message, error) {
+	if err := checkQuery(q.Query, loc, "query"); err != nil {
+		return nil, err
+	}
+	// Without a thread the inbox is what is searched: an empty id is an
+	// inbox that is not found, as in any path.
+	if q.InboxID != "" || q.ThreadID == "" {
+		if _, err := a.inbox(ctx, q.InboxID); err != nil {
+			return nil, err
+		}
+	}
+	if q.ThreadID != "" {
+		if _, err := a.thread(ctx, q.ThreadID); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.SearchTimeout)
+	defer cancel()
+	msgs, _, err := a.Store.Messages(ctx, store.MessageFilter{InboxID: q.InboxID, ThreadID: q.ThreadID,
+		Query: q.Query, ContentOnly: true, OmitBodies: true, SkipTotal: true, Limit: q.Limit, Offset: q.Offset})
+	if err != nil {
+		return nil, a.searchError(ctx, err)
 	}
 	if msgs, err = a.withBodies(ctx, msgs, false); err != nil {
-		return a.searchError(ctx, err)
+		return nil, a.searchError(ctx, err)
 	}
-	q, err := marshalNoEscape(query)
-	if err != nil {
-		return err
-	}
-	return streamItems(c, len(msgs), func(i int) any {
-		m := &msgs[i]
-		return searchItem{ID: m.ID, ThreadID: m.ThreadID, InboxID: m.InboxID,
-			Direction: m.Direction, ContentClean: m.Text, CreatedAt: timestamp(m.CreatedAt),
-			Metadata: nonNilMap(m.Metadata)}
-	}, fmt.Sprintf(`"count":%d,"query":%s`, len(msgs), q))
+	return msgs, nil
+}
+
+func toSearchItem(m *store.Message) searchItem {
+	return searchItem{ID: m.ID, ThreadID: m.ThreadID, InboxID: m.InboxID, Direction: m.Direction,
+		ContentClean: m.Text, CreatedAt: timestamp(m.CreatedAt), Metadata: nonNilMap(m.Metadata)}
 }
 
 // searchError turns a search stopped by its context into an answer that

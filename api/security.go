@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 )
@@ -31,8 +32,9 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // checkRequest refuses what no handler should see: header blocks above
-// maxHeaderBytes (431) and a NUL in the path or the query (422: PostgreSQL
-// cannot store it, and no id or search term contains one).
+// maxHeaderBytes (431), and a NUL or invalid UTF-8 in the path or the query
+// (422). PostgreSQL refuses both in text, so an id or a search term with
+// one was a 500 there and a 404 on SQLite; no id or term contains one.
 func checkRequest(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -46,16 +48,34 @@ func checkRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			return newError(http.StatusRequestHeaderFieldsTooLarge, "headers_too_large",
 				"Request header fields too large: the limit is 64 KB")
 		}
-		if strings.IndexByte(r.URL.Path, 0) >= 0 {
-			return fieldError("NUL characters are not allowed", "value_error", "path")
+		if err := checkText(r.URL.Path, "path"); err != nil {
+			return err
 		}
 		for name, vs := range r.URL.Query() {
-			if strings.IndexByte(name, 0) >= 0 || slices.ContainsFunc(vs, func(v string) bool { return strings.IndexByte(v, 0) >= 0 }) {
-				return fieldError("NUL characters are not allowed", "value_error", "query", name)
+			if err := checkText(name, "query", name); err != nil {
+				return err
+			}
+			for _, v := range vs {
+				if err := checkText(v, "query", name); err != nil {
+					return err
+				}
 			}
 		}
 		return next(c)
 	}
+}
+
+// checkText refuses a path or query value PostgreSQL could not compare
+// with text: one with a NUL, or that is not UTF-8 (a "%ff", or a surrogate
+// "%ed%a0%80").
+func checkText(s string, loc ...any) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return fieldError("NUL characters are not allowed", "value_error", loc...)
+	case !utf8.ValidString(s):
+		return fieldError("Input is not valid UTF-8", "value_error", loc...)
+	}
+	return nil
 }
 
 // requireJSON makes every request body JSON, declared as such. A browser

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/internal/clocktest"
-	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -48,14 +47,14 @@ func TestSecurityEdges(t *testing.T) {
 		{"allowed origin", "POST", "/v1/messages", validSend, "application/json",
 			append([]string{"Origin", "https://app.example", "Sec-Fetch-Site", "cross-site"}, key...), 201, `"id":"m"`},
 		{"same origin", "POST", "/v1/messages", validSend, "application/json",
-			append([]string{"Origin", "http://example.com"}, key...), 201, `"id":"m"`},
+			append([]string{"Origin", "http://localhost"}, key...), 201, `"id":"m"`},
 		{"NUL in a path id", "GET", "/v1/inboxes/a%00b", "", "", key, 422, `"loc":["path"]`},
 		{"NUL in a query", "GET", "/v1/messages?inbox_id=a%00", "", "", key, 422, `"loc":["query","inbox_id"]`},
 		{"headers too large", "GET", "/health", "", "", []string{"X-Big", strings.Repeat("a", 70<<10)}, 431, `"code":"headers_too_large"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
+			req := localRequest(tt.method, tt.path, strings.NewReader(tt.body))
 			if tt.ctype != "" {
 				req.Header.Set("Content-Type", tt.ctype)
 			}
@@ -89,11 +88,11 @@ func TestRequestIDAcceptedOnlyIfSafe(t *testing.T) {
 
 func TestAuthFailuresThrottled(t *testing.T) {
 	clock := clocktest.New(time.Unix(1_700_000_000, 0))
-	h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
+	h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Throttle: memThrottle(0, 0),
 		APIKey: "key", AuthFailureLimit: 3, Clock: clock,
 		AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20})
 	get := func(remote, key string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("GET", "/v1/rate-limit", nil)
+		req := localRequest("GET", "/v1/rate-limit", nil)
 		req.RemoteAddr = remote + ":4242"
 		req.Header.Set("X-API-Key", key)
 		rec := httptest.NewRecorder()
@@ -122,14 +121,14 @@ func TestClientGoneIsNot500(t *testing.T) {
 	h := newTestAPI(nil, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	req := httptest.NewRequest("POST", "/v1/messages", errReader{ctx.Err()}).WithContext(ctx)
+	req := localRequest("POST", "/v1/messages", errReader{ctx.Err()}).WithContext(ctx)
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != statusClientClosedRequest {
 		t.Fatalf("got %d %s, want 499", rec.Code, rec.Body)
 	}
-	req = httptest.NewRequest("POST", "/v1/messages", errReader{errTimeout{}})
+	req = localRequest("POST", "/v1/messages", errReader{errTimeout{}})
 	req.Header.Set("Content-Type", "application/json")
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -193,7 +192,7 @@ func TestCutBodyIsNotAnError(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recordLevels{}
-			h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Limiter: skuld.NewMemoryThrottle(skuld.NewGlobalRateLimiter(0, 0), skuld.NewSystemClock()),
+			h := New(Options{Store: fakeStore{}, Sender: fakeSender(nil), Throttle: memThrottle(0, 0),
 				Logger: slog.New(rec), AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20})
 			srv := httptest.NewUnstartedServer(h)
 			srv.Config.ReadTimeout = 300 * time.Millisecond
@@ -203,7 +202,7 @@ func TestCutBodyIsNotAnError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"inbox_id\":")
+			fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"inbox_id\":")
 			tt.finish(c)
 			deadline := time.Now().Add(5 * time.Second)
 			for {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -22,56 +24,121 @@ const maxRecipients = 50
 // maxSubjectLen is RFC 5322's line limit.
 const maxSubjectLen = 998
 
+// sendAnswer is what POST /v1/messages answers for a request that was not
+// refused: the message's response, sent now or replayed for its
+// Idempotency-Key.
+type sendAnswer struct {
+	status   int
+	body     []byte // the JSON response
+	replayed bool
+	// windows is what the rate-limit headers describe; read is false when
+	// the answer was decided without the throttle (a replay).
+	windows throttle.Snapshot
+	read    bool
+}
+
+// sendMessage is POST /v1/messages. The answer's rate-limit headers are
+// built here, explicitly, before anything is written: from the windows the
+// send's admission saw, from the refusal, or read for an answer decided
+// without the throttle.
 func (a *API) sendMessage(c echo.Context) error {
-	// Whatever the answer, it describes the throttle as of the moment it
-	// is written; a refusal's headers describe the refusal.
+	ctx := c.Request().Context()
+	var inbox *store.Inbox // once known, its windows are in the headers
+	ans, err := a.postMessage(c, &inbox)
+	h := c.Response().Header()
 	var (
-		refusal *skuld.RateLimitedError
-		inbox   *store.Inbox
-		seen    *seenWindows // as the send's admission saw them, if the throttle tells
+		rl   *throttle.RateLimitedError
+		down *throttle.UnavailableError
 	)
-	c.Response().Before(func() { a.setRateLimitHeaders(c, refusal, inbox, seen) })
+	switch {
+	case errors.As(err, &rl):
+		a.setRateLimitHeaders(h, rl.Snapshot, rl)
+		return err
+	case errors.As(err, &down), errors.Is(err, skuld.ErrShuttingDown):
+		return err // decided without the throttle's windows
+	case err != nil:
+		if snap, ok := a.readWindows(ctx, inbox); ok {
+			a.setRateLimitHeaders(h, snap, nil)
+		}
+		return err
+	}
+	if !ans.read {
+		ans.windows, ans.read = a.readWindows(ctx, inbox)
+	}
+	if ans.read {
+		a.setRateLimitHeaders(h, ans.windows, nil)
+	}
+	if ans.replayed {
+		h.Set("Idempotent-Replayed", "true") // counted by the metrics middleware
+	}
+	return c.JSONBlob(ans.status, ans.body)
+}
+
+// postMessage reads, checks and runs one send request; inbox is set once
+// the sending inbox is known.
+func (a *API) postMessage(c echo.Context, inbox **store.Inbox) (sendAnswer, error) {
 	key, hash, err := a.readIdempotencyKey(c)
 	if err != nil {
-		return err
+		return sendAnswer{}, err
 	}
-	req, err := a.bindSend(c)
+	obj, err := decodeBody(c.Request().Body)
 	if err != nil {
-		return err
+		return sendAnswer{}, err
 	}
-	// Loaded once, here: the pipeline and the headers both use it. A
-	// cached copy: the throttle checks it is current at admission.
-	if inbox, err = a.cachedInbox(c, req.InboxID); err != nil {
-		return err
+	at, queue := a.readHold(obj)
+	req, err := a.readSend(obj)
+	if err != nil {
+		return sendAnswer{}, err
 	}
-	req.Inbox = inbox
-	req.Windows = func(g, in skuld.State) { seen = &seenWindows{g, in} }
+	req.ScheduledAt, req.QueueOnThrottle = at, queue
+	return a.sendFrom(c.Request().Context(), req, key, hash, inbox)
+}
+
+// sendFrom loads the sending inbox (*inbox, once known) and sends req from
+// it: what POST /v1/messages and the send_email tool both do once they have
+// read their request. The inbox is read once, here: the pipeline and the
+// answer's windows both use it.
+func (a *API) sendFrom(ctx context.Context, req skuld.SendRequest, key, hash string, inbox **store.Inbox) (sendAnswer, error) {
+	var err error
+	if *inbox, err = a.inbox(ctx, req.InboxID); err != nil {
+		return sendAnswer{}, err
+	}
+	req.Inbox = *inbox
+	return a.send(ctx, req, key, hash)
+}
+
+// send runs a checked request through the pipeline, under its
+// Idempotency-Key if it has one: the one path every send takes.
+func (a *API) send(ctx context.Context, req skuld.SendRequest, key, hash string) (sendAnswer, error) {
 	if key != "" {
-		return a.sendIdempotent(c, key, hash, req, &refusal)
+		return a.sendIdempotent(ctx, key, hash, req)
 	}
-	m, err := a.Sender.Send(c.Request().Context(), req)
+	res, err := a.Sender.Send(ctx, req)
 	if err != nil {
-		errors.As(err, &refusal)
-		return err
+		return sendAnswer{}, err
 	}
-	return c.JSON(http.StatusCreated, sendResponseOf(m))
+	body, err := encodeJSON(sendResponseOf(res.Message))
+	if err != nil {
+		return sendAnswer{}, err
+	}
+	// A held message's answer is not the send's admission: its headers
+	// are read (read false), like a replay's.
+	return sendAnswer{status: sendStatus(res.Message), body: body, windows: res.Windows,
+		read: !store.Held(res.Message.Status)}, nil
 }
 
 func sendResponseOf(m *store.Message) sendResponse {
 	return sendResponse{ID: m.ID, ThreadID: m.ThreadID, ProviderMessageID: m.ProviderMessageID,
-		Status: m.Status, Error: m.Error}
+		Status: m.Status, Error: m.Error, ScheduledAt: optTime(m.ScheduledAt), NextAttemptAt: optTime(m.NextAttemptAt)}
 }
 
-// bindSend reads and validates a send request: schema problems are one 422
-// listing all of them; then attachment content is decoded (400 on bad
-// base64, 413/422 on the limits).
-func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
-	obj, err := decodeBody(c.Request().Body)
-	if err != nil {
-		return skuld.SendRequest{}, err
-	}
+// readSend reads and validates a send request from obj, the JSON body or
+// the send_email tool's arguments: schema problems are one 422 listing all
+// of them; then attachment content is decoded (400 on bad base64, 413/422
+// on the limits).
+func (a *API) readSend(obj object) (skuld.SendRequest, error) {
 	obj.forbidExtra("inbox_id", "to", "cc", "bcc", "reply_to", "subject", "body", "html",
-		"reply_to_thread_id", "attachments")
+		"reply_to_thread_id", "attachments", "labels", "metadata")
 	req := skuld.SendRequest{
 		InboxID:         obj.str("inbox_id", true, 1, 0),
 		To:              obj.addresses("to", true, 1),
@@ -79,15 +146,21 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 		Bcc:             obj.addresses("bcc", false, 0),
 		ReplyTo:         obj.addresses("reply_to", false, 0),
 		Subject:         obj.str("subject", true, 1, maxSubjectLen),
-		Body:            obj.str("body", true, 0, 0),
+		Body:            obj.str("body", false, 0, 0),
 		HTML:            obj.str("html", false, 0, 0),
 		ReplyToThreadID: obj.str("reply_to_thread_id", false, 0, 0),
+		Labels:          obj.labels("labels"),
+		Metadata:        obj.metadata("metadata"),
+	}
+	// With html alone, the text part is derived from it (skuld.PlainText).
+	if _, given := obj.present("body"); !given && req.HTML == "" {
+		obj.add("body", "Field required unless html is given", "missing")
 	}
 	if err := a.checkBodySizes(req.Body, req.HTML); err != nil {
 		return req, err
 	}
-	if strings.ContainsAny(req.Subject, "\r\n") {
-		obj.add("subject", "Subject must not contain CR or LF", "value_error")
+	if address.CheckText(req.Subject) != nil {
+		obj.add("subject", "Subject must not contain CR or LF, or another control character "+controlChars, "value_error")
 	}
 	req.To, req.Cc, req.Bcc = dedupRecipients(req.To, req.Cc, req.Bcc)
 	req.ReplyTo, _, _ = dedupRecipients(req.ReplyTo, nil, nil)
@@ -98,6 +171,7 @@ func (a *API) bindSend(c echo.Context) (skuld.SendRequest, error) {
 	if err := obj.err(); err != nil {
 		return req, err
 	}
+	var err error
 	req.Attachments, err = a.decodeAttachments(specs)
 	return req, err
 }
@@ -145,8 +219,8 @@ func (a *API) attachmentSpecs(obj object) []attachmentSpec {
 			s.disposition = "attachment"
 		}
 		switch {
-		case strings.ContainsAny(s.filename, "\r\n\x00"):
-			it.add("filename", "Filename must not contain CR, LF or NUL", "value_error")
+		case address.CheckText(s.filename) != nil:
+			it.add("filename", "Filename must not contain CR, LF, NUL or another control character "+controlChars, "value_error")
 		case s.disposition != "attachment" && s.disposition != "inline":
 			it.add("disposition", "Input should be 'attachment' or 'inline'", "literal_error")
 		case s.disposition == "inline" && s.contentID == "":
@@ -202,6 +276,9 @@ func tooLarge(i int, variable string, limit int64) error {
 	return newError(http.StatusRequestEntityTooLarge, "attachment_too_large",
 		fmt.Sprintf("Attachment %d is larger than %s (%d MB)", i, variable, limit>>20))
 }
+
+// controlChars completes the messages of address.CheckText's refusals.
+const controlChars = "(VT, ESC, DEL, NEL, U+2028, U+2029, bidirectional overrides, ...)"
 
 // contentIDPunct is the punctuation of RFC 5322 atext, plus the dot.
 const contentIDPunct = "!#$%&'*+-/=?^_`{|}~."

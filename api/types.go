@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -14,6 +15,18 @@ type timestamp time.Time
 
 func (t timestamp) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000000+00:00") + `"`), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote (an answer read back, as the
+// MCP tools read a send's).
+func (t *timestamp) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	*t = timestamp(v)
+	return err
 }
 
 func optTime(t *time.Time) *timestamp {
@@ -104,6 +117,10 @@ type messageResponse struct {
 	Metadata          map[string]any `json:"metadata"`
 	CreatedAt         timestamp      `json:"created_at"`
 	SentAt            *timestamp     `json:"sent_at"`
+	// ScheduledAt and NextAttemptAt are ours (issue 19): when a scheduled
+	// message is due, and when a queued one's windows should have room.
+	ScheduledAt   *timestamp `json:"scheduled_at"`
+	NextAttemptAt *timestamp `json:"next_attempt_at"`
 }
 
 func toMessage(m *store.Message) messageResponse {
@@ -121,7 +138,15 @@ func toMessage(m *store.Message) messageResponse {
 		Labels: nonNil(m.Labels), Preview: preview(m.Text), Size: m.Size,
 		InReplyTo: m.InReplyTo, References: nonNil(m.References), Metadata: nonNilMap(m.Metadata),
 		CreatedAt: timestamp(m.CreatedAt), SentAt: optTime(m.SentAt),
+		ScheduledAt: optTime(m.ScheduledAt), NextAttemptAt: optTime(m.NextAttemptAt),
 	}
+}
+
+// messageDetail is GET /v1/messages/{id}: the message and the
+// descriptions of its attachments.
+type messageDetail struct {
+	messageResponse
+	Attachments []attachmentResponse `json:"attachments"`
 }
 
 // sendResponse is the answer to POST /v1/messages.
@@ -131,6 +156,10 @@ type sendResponse struct {
 	ProviderMessageID *string `json:"provider_message_id"`
 	Status            string  `json:"status"`
 	Error             *string `json:"error"`
+	// ScheduledAt is set on a scheduled message (202), NextAttemptAt on a
+	// queued one (202); both are null on a message sent at once (201).
+	ScheduledAt   *timestamp `json:"scheduled_at"`
+	NextAttemptAt *timestamp `json:"next_attempt_at"`
 }
 
 type searchItem struct {
@@ -143,8 +172,8 @@ type searchItem struct {
 	Metadata     map[string]any `json:"metadata"`
 }
 
-// windowResponse is one throttle window; an unlimited window has limit 0
-// and null counters.
+// windowResponse is one throttle window. An unlimited window has limit 0,
+// its counts, and null remaining and reset_seconds.
 type windowResponse struct {
 	Limit        int  `json:"limit"`
 	Used         *int `json:"used"`

@@ -40,6 +40,26 @@ func (e *ValidationError) Error() string {
 	return "validation: " + strings.Join(parts, "; ")
 }
 
+// Sentence is the problems as one sentence, for a client that reads text
+// rather than the list: "Invalid input: to.0: Invalid email address: x;
+// subject: Field required". A location is named without its first part
+// ("body", "arguments"), which the client knows.
+func (e *ValidationError) Sentence() string {
+	parts := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		loc := fe.Loc
+		if len(loc) > 1 {
+			loc = loc[1:]
+		}
+		names := make([]string, len(loc))
+		for j, l := range loc {
+			names[j] = fmt.Sprint(l)
+		}
+		parts[i] = strings.Join(names, ".") + ": " + fe.Msg
+	}
+	return "Invalid input: " + strings.Join(parts, "; ")
+}
+
 // fieldError returns a ValidationError with a single problem.
 func fieldError(msg, typ string, loc ...any) *ValidationError {
 	return &ValidationError{Errors: []FieldError{{Loc: loc, Msg: msg, Type: typ}}}
@@ -51,6 +71,19 @@ type object struct {
 	fields map[string]json.RawMessage
 	loc    []any
 	errs   *[]FieldError
+	// names maps a field's name in the REST body to its name here, for
+	// an MCP tool whose arguments name it differently (thread_id for
+	// reply_to_thread_id); the readers use the REST names either way.
+	// Nil: the same names.
+	names map[string]string
+}
+
+// key is the name here of the field the REST body calls name.
+func (o object) key(name string) string {
+	if n, ok := o.names[name]; ok {
+		return n
+	}
+	return name
 }
 
 // decodeBody parses a request body that must be a JSON object.
@@ -58,6 +91,9 @@ func decodeBody(r io.Reader) (object, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return object{}, readError(err)
+	}
+	if tooDeep(data, maxJSONDepth) {
+		return object{}, fieldError(fmt.Sprintf("JSON nested deeper than %d levels", maxJSONDepth), "json_invalid", "body")
 	}
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -83,13 +119,24 @@ func decodeBody(r io.Reader) (object, error) {
 // ([]any{"to", 0}), which is spliced into the location as FastAPI writes it:
 // ["body", "to", 0].
 func (o object) add(field any, msg, typ string) {
-	loc := append([]any{}, o.loc...)
-	if path, ok := field.([]any); ok {
-		loc = append(loc, path...)
-	} else {
-		loc = append(loc, field)
+	path, ok := field.([]any)
+	if !ok {
+		path = []any{field}
 	}
+	if name, ok := path[0].(string); ok {
+		path = append([]any{o.key(name)}, path[1:]...)
+	}
+	o.report(o.at(path...), msg, typ)
+}
+
+// report records a problem at loc.
+func (o object) report(loc []any, msg, typ string) {
 	*o.errs = append(*o.errs, FieldError{Loc: loc, Msg: msg, Type: typ})
+}
+
+// at is the location of a field of this object: ["body", "to", 0].
+func (o object) at(path ...any) []any {
+	return append(append([]any{}, o.loc...), path...)
 }
 
 // err returns the collected problems, or nil.
@@ -101,18 +148,18 @@ func (o object) err() error {
 }
 
 func (o object) present(name string) (json.RawMessage, bool) {
-	raw, ok := o.fields[name]
+	raw, ok := o.fields[o.key(name)]
 	if !ok || string(raw) == "null" {
 		return nil, false
 	}
 	return raw, true
 }
 
-// forbidExtra reports every key not in allowed.
+// forbidExtra reports every key not in allowed (REST names).
 func (o object) forbidExtra(allowed ...string) {
 	for k := range o.fields {
-		if !slices.Contains(allowed, k) {
-			o.add(k, "Extra inputs are not permitted", "extra_forbidden")
+		if !slices.ContainsFunc(allowed, func(name string) bool { return o.key(name) == k }) {
+			o.report(o.at(k), "Extra inputs are not permitted", "extra_forbidden")
 		}
 	}
 }
@@ -220,8 +267,8 @@ func (o object) objects(name string) []object {
 			o.add([]any{name, i}, "Input should be a valid dictionary or object", "model_attributes_type")
 			continue
 		}
-		loc := append(append([]any{}, o.loc...), name, i)
-		out = append(out, object{fields: fields, loc: loc, errs: o.errs})
+		loc := o.at(o.key(name), i)
+		out = append(out, object{fields: fields, loc: loc, errs: o.errs, names: o.names})
 	}
 	return out
 }
@@ -284,6 +331,9 @@ func readError(err error) error {
 	switch {
 	case errors.As(err, &he):
 		return err // the body limit's 413
+	case errors.Is(err, errUploadTooSlow):
+		return newError(http.StatusRequestTimeout, "request_timeout", fmt.Sprintf(
+			"Request body arrived slower than %d KiB/s (after the first %s); it was cut off", minUploadRate>>10, uploadGrace))
 	case errors.Is(err, context.Canceled):
 		return newError(statusClientClosedRequest, "client_closed_request", "Client closed the request")
 	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):

@@ -57,30 +57,42 @@ type migration struct {
 // Apply returns an error wrapping ErrSchemaTooNew when the database is at a
 // version this binary does not know.
 func Apply(ctx context.Context, db *sql.DB, dialect string) error {
+	_, err := ApplyListed(ctx, db, dialect)
+	return err
+}
+
+// ApplyListed is Apply, and names the migrations this call applied
+// ("sqlite/0002_idempotency.sql"), in order: none when the database was
+// current, or another applier got there first. On an error, the list has
+// those applied before it.
+func ApplyListed(ctx context.Context, db *sql.DB, dialect string) ([]string, error) {
 	ms, err := load(dialect)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return apply(ctx, db, dialect, ms)
 }
 
-// apply is Apply over a given list of migrations, sorted by version.
-func apply(ctx context.Context, db *sql.DB, dialect string, ms []migration) error {
+// apply is ApplyListed over a given list of migrations, sorted by version.
+func apply(ctx context.Context, db *sql.DB, dialect string, ms []migration) ([]string, error) {
+	var applied []string
 	for {
-		done, err := applyNext(ctx, db, dialect, ms)
-		if err != nil || done {
-			return err
+		name, err := applyNext(ctx, db, dialect, ms)
+		if err != nil || name == "" {
+			return applied, err
 		}
+		applied = append(applied, name)
 	}
 }
 
 // applyNext applies the first migration newer than the database, in one
-// transaction. The version is read inside the transaction, after the lock,
-// so an applier that waited for another sees that one's work and skips it.
-func applyNext(ctx context.Context, db *sql.DB, dialect string, ms []migration) (done bool, err error) {
+// transaction, and returns its name; "" when there was none. The version
+// is read inside the transaction, after the lock, so an applier that
+// waited for another sees that one's work and skips it.
+func applyNext(ctx context.Context, db *sql.DB, dialect string, ms []migration) (name string, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("migrations: begin: %w", err)
+		return "", fmt.Errorf("migrations: begin: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -90,36 +102,36 @@ func applyNext(ctx context.Context, db *sql.DB, dialect string, ms []migration) 
 
 	if dialect == Postgres {
 		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey); err != nil {
-			return false, fmt.Errorf("migrations: lock: %w", err)
+			return "", fmt.Errorf("migrations: lock: %w", err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, createVersionTable(dialect)); err != nil {
-		return false, fmt.Errorf("migrations: create schema_migrations: %w", err)
+		return "", fmt.Errorf("migrations: create schema_migrations: %w", err)
 	}
 	current, err := currentVersion(ctx, tx)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	latest := ms[len(ms)-1].version
 	if current > latest {
-		return false, fmt.Errorf("%w: database is at version %d, this binary knows up to %d", ErrSchemaTooNew, current, latest)
+		return "", fmt.Errorf("%w: database is at version %d, this binary knows up to %d", ErrSchemaTooNew, current, latest)
 	}
 
 	i := sort.Search(len(ms), func(i int) bool { return ms[i].version > current })
 	if i == len(ms) {
-		return true, commit(tx)
+		return "", commit(tx)
 	}
 	m := ms[i]
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return false, fmt.Errorf("migrations: apply %s: %w", m.name, err)
+		return "", fmt.Errorf("migrations: apply %s: %w", m.name, err)
 	}
 	// The version comes from a file name parsed as an integer, so formatting
 	// it into the statement is safe and spares a per-dialect placeholder.
 	insert := fmt.Sprintf("INSERT INTO schema_migrations (version) VALUES (%d)", m.version)
 	if _, err := tx.ExecContext(ctx, insert); err != nil {
-		return false, fmt.Errorf("migrations: record %s: %w", m.name, err)
+		return "", fmt.Errorf("migrations: record %s: %w", m.name, err)
 	}
-	return false, commit(tx)
+	return m.name, commit(tx)
 }
 
 func commit(tx *sql.Tx) error {

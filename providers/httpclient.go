@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,7 +125,7 @@ func (b *httpBase) close() error {
 func (b *httpBase) call(ctx context.Context, messageID string, do func(context.Context) (string, error),
 	detail func(*attempt, error) string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", &SendError{Temporary: true, Err: err, msg: b.name + ": not sent: " + err.Error()}
+		return "", &SendError{Temporary: true, Err: err, cause: CauseTimeout, msg: b.name + ": not sent: " + err.Error()}
 	}
 	start := b.now()
 	if err := b.acquire(ctx); err != nil {
@@ -154,10 +151,12 @@ func (b *httpBase) call(ctx context.Context, messageID string, do func(context.C
 		err = errors.New("no message id in the answer")
 	}
 	se := b.classify(a, err, detail(a, err))
-	// The SDK error and the detail may quote the API's answer, never the
-	// request: no key and no body reach the log.
-	b.logger.WarnContext(ctx, "provider send failed", append(attrs, slog.Bool("temporary", se.Temporary),
-		slog.Bool("unknown", se.Unknown), slog.Any("error", se), slog.String("cause", err.Error()))...)
+	// The send pipeline logs the failure once, worded by its cause; this
+	// line adds what only the provider knows. The SDK error and the detail
+	// may quote the API's answer, never the request: no key and no body
+	// reach the log.
+	b.logger.DebugContext(ctx, "provider send failed", append(attrs, slog.Bool("temporary", se.Temporary),
+		slog.Bool("unknown", se.Unknown), slog.Any("error", se), slog.String("detail", err.Error()))...)
 	return "", se
 }
 
@@ -170,10 +169,10 @@ func (b *httpBase) acquire(ctx context.Context) error {
 	case <-b.done:
 		return b.closedError()
 	case <-ctx.Done():
-		return &SendError{Temporary: true, Err: ctx.Err(),
+		return &SendError{Temporary: true, Err: ctx.Err(), cause: CauseNoFreeConnection,
 			msg: fmt.Sprintf("%s: not sent: gave up waiting for a free connection", b.name)}
 	case <-t.C:
-		return &SendError{Temporary: true, Err: context.DeadlineExceeded,
+		return &SendError{Temporary: true, Err: context.DeadlineExceeded, cause: CauseNoFreeConnection,
 			msg: fmt.Sprintf("%s: not sent: no free connection within %s (PROVIDER_MAX_CONCURRENCY)", b.name, b.timeout)}
 	}
 	select {
@@ -188,140 +187,8 @@ func (b *httpBase) acquire(ctx context.Context) error {
 // closedError refuses a send after Close: nothing went out, and the server
 // is shutting down.
 func (b *httpBase) closedError() *SendError {
-	return &SendError{Temporary: true, Err: ErrProviderClosed, msg: b.name + ": not sent: the server is shutting down"}
-}
-
-// classify sorts a failed call into exactly one kind of SendError.
-func (b *httpBase) classify(a *attempt, err error, detail string) *SendError {
-	se := &SendError{Code: a.status, Err: err}
-	switch code := a.status; {
-	case code/100 == 2:
-		// Accepted, but the answer could not be read: it may go out.
-		se.Unknown = true
-		se.msg = fmt.Sprintf("%s: accepted (%d) but the answer was unreadable, it may have been delivered", b.name, code)
-	case code == http.StatusTooManyRequests:
-		se.Temporary = true
-		se.RetryAfter = parseRetryAfter(a.header.Get("Retry-After"), b.now())
-		se.msg = fmt.Sprintf("%s: rate limited by the provider (429)", b.name)
-		if se.RetryAfter > 0 {
-			se.msg += fmt.Sprintf(", retry after %s", se.RetryAfter)
-		}
-		se.msg += ": " + detail
-	case code >= 500:
-		se.Temporary = true
-		se.RetryAfter = parseRetryAfter(a.header.Get("Retry-After"), b.now())
-		se.msg = fmt.Sprintf("%s: provider error (%d): %s", b.name, code, detail)
-	case code == http.StatusUnauthorized:
-		se.msg = fmt.Sprintf("%s: rejected (%d): %s (check %s)", b.name, code, detail, b.keyVar)
-	case code == http.StatusForbidden:
-		se.msg = fmt.Sprintf("%s: rejected (%d): %s (check the permissions of %s)", b.name, code, detail, b.keyVar)
-	case code != 0:
-		se.msg = fmt.Sprintf("%s: rejected (%d): %s", b.name, code, detail)
-	case a.requests.Load() == 0:
-		// The SDK refused the message before any request: retrying the
-		// same message cannot help.
-		se.msg = fmt.Sprintf("%s: not sent: %s", b.name, detail)
-	case !a.wrote.Load():
-		se.Temporary = true
-		se.msg = fmt.Sprintf("%s: could not reach the API: %s", b.name, netReason(err, b.timeout))
-	default:
-		se.Unknown = true
-		se.msg = fmt.Sprintf("%s: no answer after the message was sent (%s), it may have been delivered",
-			b.name, netReason(err, b.timeout))
-	}
-	return se
-}
-
-// netReason words a transport failure without the address or URL, which
-// the user cannot act on and which may name a private gateway.
-func netReason(err error, timeout time.Duration) string {
-	var dns *net.DNSError
-	var op *net.OpError
-	var cert *tls.CertificateVerificationError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return "timed out after " + timeout.String()
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &dns):
-		return "cannot resolve the API host"
-	case errors.As(err, &cert):
-		return "TLS certificate not trusted"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return "connection closed by the server"
-	case errors.As(err, &op):
-		return op.Err.Error()
-	}
-	return "connection failed"
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// parseRetryAfter reads a Retry-After value in seconds or as an HTTP-date;
-// 0 when absent, unreadable or in the past.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s) * time.Second
-	}
-	t, err := http.ParseTime(v)
-	if err != nil || !t.After(now) {
-		return 0
-	}
-	return t.Sub(now).Round(time.Second)
-}
-
-// apiDetail is the human part of a JSON error answer in the shapes the
-// providers use ({"message"}, {"Message"}, {"errors": [{"message"}]},
-// {"error"}), else the status text. It is cut short and kept on one line.
-func apiDetail(a *attempt) string {
-	var body struct {
-		Message  string `json:"message"`
-		MessageU string `json:"Message"`
-		Error    any    `json:"error"`
-		Errors   []struct {
-			Message string `json:"message"`
-			Field   string `json:"field"`
-		} `json:"errors"`
-	}
-	var parts []string
-	if json.Unmarshal(a.body, &body) == nil {
-		for _, e := range body.Errors {
-			if e.Message != "" {
-				parts = append(parts, e.Message)
-			}
-		}
-		if s, ok := body.Error.(string); ok && s != "" {
-			parts = append(parts, s)
-		}
-		for _, s := range []string{body.Message, body.MessageU} {
-			if s != "" {
-				parts = append(parts, s)
-			}
-		}
-	}
-	s := strings.Join(parts, "; ")
-	if s == "" {
-		if t := strings.TrimSpace(string(a.body)); t != "" && !strings.HasPrefix(t, "<") && len(t) < 200 {
-			s = t // a short plain-text answer, not an HTML page
-		} else {
-			s = http.StatusText(a.status)
-		}
-	}
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
+	return &SendError{Temporary: true, Err: ErrProviderClosed, cause: CauseShuttingDown,
+		msg: b.name + ": not sent: the server is shutting down"}
 }
 
 // attempt records what happened to the one HTTP request of a Send.

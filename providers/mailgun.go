@@ -29,8 +29,10 @@ type MailgunConfig struct {
 // Mailgun sends through Mailgun's MIME endpoint
 // (POST /v3/{domain}/messages.mime) with the official SDK, mailgun-go: the
 // message is the MIME the SMTP provider builds, so every header, part and
-// inline image goes out as it would over SMTP. It is safe for concurrent
-// use.
+// inline image goes out as it would over SMTP. Mailgun's messages API and
+// mailgun-go take no idempotency key, so a message Mailgun may have taken
+// (an unknown outcome) is never sent again rather than deduplicated. It is
+// safe for concurrent use.
 type Mailgun struct {
 	*httpBase
 	mg *mailgun.MailgunImpl
@@ -76,11 +78,11 @@ func (p *Mailgun) Close() error { return p.close() }
 func (p *Mailgun) Send(ctx context.Context, m Message) (string, error) {
 	raw, err := encodeMIME(m, p.now)
 	if err != nil {
-		return "", NewSendError("mailgun: not sent: "+strings.TrimPrefix(err.Error(), "smtp: "), err)
+		return "", invalidMessage("mailgun", err)
 	}
 	to, err := mailgunRecipients(m)
 	if err != nil {
-		return "", NewSendError("mailgun: not sent: "+err.Error(), err)
+		return "", invalidMessage("mailgun", err)
 	}
 	return p.call(ctx, m.MessageID, func(ctx context.Context) (string, error) {
 		msg := mailgun.NewMIMEMessage(io.NopCloser(bytes.NewReader(raw)), to...)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/wneessen/go-mail"
 
@@ -48,7 +49,8 @@ func (p *SMTP) buildMsg(m Message) (*mail.Msg, error) {
 		msg.SetAddrHeaderFromMailAddress(h.header, mas...)
 	}
 
-	msg.Subject(m.Subject)
+	// Folded here: go-mail folds only at spaces (see mimeheader.go).
+	msg.SetGenHeaderPreformatted(mail.HeaderSubject, foldUnstructured("Subject", m.Subject))
 	date := m.Date
 	if date.IsZero() {
 		date = p.now()
@@ -70,10 +72,16 @@ func (p *SMTP) buildMsg(m Message) (*mail.Msg, error) {
 		msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
 	}
 	for _, a := range m.Attachments {
-		opts := []mail.FileOption{}
-		if a.ContentType != "" {
-			opts = append(opts, mail.WithFileContentType(mail.ContentType(a.ContentType)))
+		// The name goes in Content-Type and Content-Disposition written
+		// here (RFC 2231 when it must), which go-mail then keeps.
+		contentType, disposition, err := attachmentHeaders(a)
+		if err != nil {
+			return nil, err
 		}
+		opts := []mail.FileOption{func(f *mail.File) {
+			f.Header.Set(string(mail.HeaderContentType), contentType)
+			f.Header.Set(string(mail.HeaderContentDisposition), disposition)
+		}}
 		// ReadSeeker variants: go-mail would copy an io.Reader's content.
 		if a.Inline {
 			if cid := strings.Trim(a.ContentID, "<>"); cid != "" {
@@ -109,6 +117,9 @@ func checkHeaderValues(m Message) error {
 			if strings.ContainsAny(v, "\r\n") {
 				return fmt.Errorf("smtp: %s contains a line break", f.name)
 			}
+			if !utf8.ValidString(v) {
+				return fmt.Errorf("smtp: %s is not valid UTF-8", f.name)
+			}
 			// Other controls (NUL, DEL, ...) make a header line that
 			// parsers reject or read differently (found by FuzzBuildMIME).
 			if strings.ContainsFunc(v, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) {
@@ -116,8 +127,23 @@ func checkHeaderValues(m Message) error {
 			}
 		}
 	}
+	// A message id cannot be folded: one that does not fit on a header
+	// line of 998 octets ("In-Reply-To: <...>") cannot be written.
+	ids := append([]string{m.MessageID, m.InReplyTo}, m.References...)
+	for _, a := range m.Attachments {
+		ids = append(ids, a.ContentID)
+	}
+	for _, id := range ids {
+		if len(id) > maxMessageID {
+			return fmt.Errorf("smtp: a message id is longer than %d octets", maxMessageID)
+		}
+	}
 	return nil
 }
+
+// maxMessageID is the longest msg-id (or Content-ID) written: with its
+// field name it fits a line of 998 octets.
+const maxMessageID = 900
 
 func addrStrings(l []address.Address) []string {
 	out := make([]string, len(l))

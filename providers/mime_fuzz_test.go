@@ -19,6 +19,8 @@ import (
 // FuzzBuildMIME checks that no field of a message can inject a header: the
 // encoded message's top-level header and every MIME part's header hold only
 // the fields we write, and the envelope is exactly the canonical recipient.
+// No line may pass 998 octets either; FuzzMIMELineLength tries the lengths
+// where that happens.
 func FuzzBuildMIME(f *testing.F) {
 	f.Add("Hello", "Support", "a@x.test", "body", "a.txt", "text/plain", "cid1@x")
 	f.Add("s\r\nX-Evil: 1", "n", "a@x.test", "b", "f", "text/plain", "")
@@ -51,6 +53,9 @@ func FuzzBuildMIME(f *testing.F) {
 		var buf bytes.Buffer
 		if _, err := msg.WriteTo(&buf); err != nil {
 			return
+		}
+		if long := longLines(buf.Bytes(), maxLineOctets); len(long) > 0 {
+			t.Fatalf("lines over 998 octets: %v", long)
 		}
 		parsed, err := mail.ReadMessage(bytes.NewReader(buf.Bytes()))
 		if err != nil {

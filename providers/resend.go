@@ -2,7 +2,10 @@ package providers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"net/http"
 	"net/mail"
 	"net/url"
 	"strings"
@@ -24,8 +27,10 @@ type ResendConfig struct {
 
 // Resend sends through Resend's API (POST /emails) with the official SDK,
 // resend-go. Resend takes no raw MIME, so every field is mapped; the
-// threading headers go in "headers". resend-go does not retry. It is safe
-// for concurrent use.
+// threading headers go in "headers". resend-go does not retry. Every
+// request carries the message's Idempotency-Key (resendIdempotencyKey), so
+// a retry of a message Resend took cannot send it twice. It is safe for
+// concurrent use.
 type Resend struct {
 	*httpBase
 	client *resend.Client
@@ -63,11 +68,12 @@ func (p *Resend) Close() error { return p.close() }
 // Send delivers m and returns Resend's id for it. Failures are *SendError.
 func (p *Resend) Send(ctx context.Context, m Message) (string, error) {
 	if err := checkHeaderValues(m); err != nil {
-		return "", NewSendError("resend: not sent: "+strings.TrimPrefix(err.Error(), "smtp: "), err)
+		return "", invalidMessage("resend", err)
 	}
 	req := resendRequest(m)
-	return p.call(ctx, m.MessageID, func(ctx context.Context) (string, error) {
-		res, err := p.client.Emails.SendWithContext(ctx, req)
+	opts := &resend.SendEmailOptions{IdempotencyKey: resendIdempotencyKey(m.MessageID)}
+	id, err := p.call(ctx, m.MessageID, func(ctx context.Context) (string, error) {
+		res, err := p.client.Emails.SendWithOptions(ctx, req, opts)
 		if err != nil {
 			return "", err
 		}
@@ -78,6 +84,32 @@ func (p *Resend) Send(ctx context.Context, m Message) (string, error) {
 		}
 		return apiDetail(a)
 	})
+	var se *SendError
+	if errors.As(err, &se) && se.Code == http.StatusConflict && opts.IdempotencyKey != "" {
+		// Resend's 409s are about the key: a request with it is still in
+		// progress, or was taken with other content. Either way a message
+		// under this key may have gone out.
+		se.Temporary, se.Unknown = false, true
+		se.msg = "resend: the provider already has a request for this message (409), it may have been delivered: " +
+			strings.TrimPrefix(se.msg, "resend: rejected (409): ")
+	}
+	return id, err
+}
+
+// maxResendIdempotencyKey is the longest key Resend accepts.
+const maxResendIdempotencyKey = 256
+
+// resendIdempotencyKey is the key every attempt of one message sends, so
+// that Resend answers a repeat with the first answer instead of a second
+// email: the message's own Message-ID, made once per message by the send
+// pipeline and unique, or its SHA-256 when it is longer than Resend takes.
+// Resend keeps a key for 24 hours, longer than any send's retries.
+func resendIdempotencyKey(messageID string) string {
+	if len(messageID) <= maxResendIdempotencyKey {
+		return messageID
+	}
+	sum := sha256.Sum256([]byte(messageID))
+	return hex.EncodeToString(sum[:])
 }
 
 // resendRequest maps m onto the Send Email JSON. Resend accepts the

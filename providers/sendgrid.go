@@ -31,7 +31,10 @@ type SendGridConfig struct {
 // built by its mail helper and sent by its rest client on our http.Client,
 // never through its retrying helpers (MakeRequestRetry and the async
 // variants). SendGrid takes no raw MIME, so every field is mapped; the
-// threading headers go in "headers". It is safe for concurrent use.
+// threading headers go in "headers". The v3 Mail Send API and sendgrid-go
+// take no idempotency key, so a message SendGrid may have taken (an
+// unknown outcome) is never sent again rather than deduplicated. It is
+// safe for concurrent use.
 type SendGrid struct {
 	*httpBase
 	apiKey  string
@@ -66,11 +69,11 @@ func (p *SendGrid) Close() error { return p.close() }
 // *SendError.
 func (p *SendGrid) Send(ctx context.Context, m Message) (string, error) {
 	if err := checkHeaderValues(m); err != nil {
-		return "", NewSendError("sendgrid: not sent: "+strings.TrimPrefix(err.Error(), "smtp: "), err)
+		return "", invalidMessage("sendgrid", err)
 	}
 	body, err := sendgridBody(m)
 	if err != nil {
-		return "", NewSendError("sendgrid: not sent: "+err.Error(), err)
+		return "", invalidMessage("sendgrid", err)
 	}
 	return p.call(ctx, m.MessageID, func(ctx context.Context) (string, error) {
 		req := sendgrid.GetRequest(p.apiKey, "/v3/mail/send", p.apiBase)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
@@ -34,8 +35,10 @@ type SESConfig struct {
 // SES sends through the SES v2 API (SendEmail with Content.Raw) with the
 // official SDK, aws-sdk-go-v2 sesv2: the message is the MIME the SMTP
 // provider builds, the recipients (Bcc included) go in Destination. The
-// SDK's retryer is replaced by aws.NopRetryer. It is safe for concurrent
-// use.
+// SDK's retryer is replaced by aws.NopRetryer. SES v2's SendEmail takes no
+// idempotency token (SendEmailInput has none), so a message SES may have
+// taken (an unknown outcome) is never sent again rather than deduplicated.
+// It is safe for concurrent use.
 type SES struct {
 	*httpBase
 	client *sesv2.Client
@@ -96,11 +99,11 @@ func (p *SES) Close() error { return p.close() }
 func (p *SES) Send(ctx context.Context, m Message) (string, error) {
 	raw, err := encodeMIME(m, p.now)
 	if err != nil {
-		return "", NewSendError("ses: not sent: "+strings.TrimPrefix(err.Error(), "smtp: "), err)
+		return "", invalidMessage("ses", err)
 	}
 	dest, err := sesDestination(m)
 	if err != nil {
-		return "", NewSendError("ses: not sent: "+err.Error(), err)
+		return "", invalidMessage("ses", err)
 	}
 	in := &sesv2.SendEmailInput{
 		FromEmailAddress: aws.String(m.From),
@@ -115,10 +118,46 @@ func (p *SES) Send(ctx context.Context, m Message) (string, error) {
 		return aws.ToString(out.MessageId), nil
 	}, sesDetail)
 	var se *SendError
-	if errors.As(err, &se) && sesThrottled(se.Err) {
-		se.Temporary = true // SES throttling, whatever its status
+	switch {
+	case !errors.As(err, &se):
+	case sesThrottled(se.Err):
+		// SES throttling, whatever its status, says it took nothing.
+		se.Temporary, se.Unknown, se.cause = true, false, CauseProviderUnavailable
+	case se.Code == 0 && sesNoCredentials(se.Err):
+		se.cause = CauseCredentials
+		se.msg = "ses: not sent: no usable AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, " +
+			"or give the process a role the default credential chain finds)"
+	case sesCredentialsRefused(se.Err) && se.cause != CauseSenderNotVerified:
+		se.cause = CauseCredentials
 	}
 	return id, err
+}
+
+// sesNoCredentials reports that the SDK found no credentials before any
+// request: its identity step (the default chain: environment, profile,
+// SSO, web identity, container or instance role) failed. The SDK wraps the
+// chain's error in text only ("get identity: get credentials: ..."), which
+// TestCauseOfSESWithoutCredentials pins to the SDK in go.mod.
+func sesNoCredentials(err error) bool {
+	var sign *v4.SigningError
+	return errors.As(err, &sign) || strings.Contains(err.Error(), "get identity:")
+}
+
+// sesCredentialsRefused reports the error codes AWS gives a request whose
+// credentials are wrong, expired or without the permission to send; SES
+// answers some with 400 rather than 403.
+func sesCredentialsRefused(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "UnrecognizedClientException", "InvalidClientTokenId", "SignatureDoesNotMatch", "InvalidSignatureException",
+		"IncompleteSignature", "MissingAuthenticationToken", "MissingAuthenticationTokenException",
+		"ExpiredToken", "ExpiredTokenException", "AccessDeniedException", "AccessDenied":
+		return true
+	}
+	return false
 }
 
 // sesDetail is the SES error code and message ("MessageRejected: Email

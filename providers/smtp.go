@@ -51,10 +51,14 @@ type SMTPConfig struct {
 // MaxConns authenticated connections open for reuse. It is safe for
 // concurrent use.
 //
-// A Send's ctx bounds the wait for a free connection and the dial. Once the
-// SMTP transaction has started it runs to its end, bounded by Timeout,
-// because abandoning it half way would leave unknown whether the message
-// went out. A message is sent at most once: the only retry is on a fresh
+// A Send's ctx deadline is the end of its attempt, and no byte of the
+// message reaches the server after it: the wait for a free connection, the
+// dial, greeting, STARTTLS and AUTH (each exchange also within Timeout),
+// and the mail transaction (within Timeout plus the message's transfer
+// allowance) are all cut off by it, at the TCP connection itself (see
+// guardConn). A transaction cut off before the end of its content leaves
+// the message certainly not taken; after the final "." its fate is
+// unknown. A message is sent at most once: the only retry is on a fresh
 // connection when a pooled one turns out dead before MAIL FROM was
 // answered.
 type SMTP struct {
@@ -70,6 +74,16 @@ type SMTP struct {
 	timeout     time.Duration
 	logger      *slog.Logger
 	now         func() time.Time // replaced in tests to age pooled connections
+	// transferRate is the bytes per second a message's transfer allowance
+	// assumes: minTransferRate, lowered in tests so that a message of a
+	// few MiB gets seconds, not minutes.
+	transferRate int
+	// dialTCP opens the TCP connection: a net.Dialer's, which tests wrap
+	// to shrink the socket buffers.
+	dialTCP func(ctx context.Context, network, address string) (net.Conn, error)
+	// unguarded turns the guard of the attempt's end off: the baseline of
+	// BenchmarkSMTPSendUnguarded, never set outside it.
+	unguarded bool
 
 	slots chan struct{} // one token per Send holding or dialing a connection
 	done  chan struct{} // closed by Close
@@ -119,18 +133,20 @@ func NewSMTP(cfg SMTPConfig) (*SMTP, error) {
 	}
 
 	p := &SMTP{
-		addr:        net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
-		host:        cfg.Host,
-		username:    cfg.Username,
-		password:    cfg.Password,
-		implicitTLS: cfg.ImplicitTLS || (cfg.UseTLS && cfg.Port == 465),
-		tlsConfig:   tlsConfig,
-		idleTimeout: cfg.IdleTimeout,
-		timeout:     cfg.Timeout,
-		logger:      cfg.Logger,
-		now:         time.Now,
-		slots:       make(chan struct{}, cfg.MaxConns),
-		done:        make(chan struct{}),
+		addr:         net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
+		host:         cfg.Host,
+		username:     cfg.Username,
+		password:     cfg.Password,
+		implicitTLS:  cfg.ImplicitTLS || (cfg.UseTLS && cfg.Port == 465),
+		tlsConfig:    tlsConfig,
+		idleTimeout:  cfg.IdleTimeout,
+		timeout:      cfg.Timeout,
+		logger:       cfg.Logger,
+		now:          time.Now,
+		transferRate: minTransferRate,
+		dialTCP:      (&net.Dialer{}).DialContext,
+		slots:        make(chan struct{}, cfg.MaxConns),
+		done:         make(chan struct{}),
 	}
 	p.startTLS = cfg.UseTLS && !p.implicitTLS
 
@@ -171,31 +187,42 @@ func NewSMTP(cfg SMTPConfig) (*SMTP, error) {
 func (p *SMTP) Name() string { return "smtp" }
 
 // Send delivers m and returns its Message-ID as the provider id. Failures
-// from the server are *SendError.
+// from the server are *SendError. No byte of m reaches the server after
+// ctx's deadline: the wait for a connection, the dial, the greeting,
+// STARTTLS, AUTH and the transaction are all bounded by it, and the
+// connection is closed when it passes.
 func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	msg, err := p.buildMsg(m)
 	if err != nil {
-		return "", err
+		return "", invalidMessage("smtp", err)
 	}
-	start := p.now()
+	start := time.Now()
 	if err := p.acquire(ctx); err != nil {
-		return "", err
+		if errors.Is(err, ErrClosed) {
+			return "", &SendError{Temporary: true, Err: err, cause: CauseShuttingDown,
+				msg: "smtp: not sent: the server is shutting down"}
+		}
+		return "", &SendError{Temporary: true, Err: err, cause: CauseNoFreeConnection,
+			msg: "smtp: not sent: no free connection to the SMTP server in time (SMTP_MAX_CONNECTIONS)"}
 	}
 	defer p.release()
 
-	reused, err := p.send(ctx, msg, p.transactionTimeout(ctx, m))
+	reused, err := p.send(ctx, msg, m.Size())
 	attrs := []any{
 		slog.String("message_id", m.MessageID),
-		slog.Int64("duration_ms", p.now().Sub(start).Milliseconds()),
+		slog.String("smtp_addr", p.addr),
+		slog.Int64("duration_ms", time.Since(start).Milliseconds()),
 		slog.Bool("reused", reused),
 	}
 	if err != nil {
-		p.logger.WarnContext(ctx, "smtp send failed", append(attrs, slog.String("smtp_addr", p.addr),
-			slog.Any("error", err), slog.Any("cause", errors.Unwrap(err)))...)
-		return "", err
+		// The send pipeline logs the failure once, worded by its cause;
+		// this line adds what only the provider knows.
+		p.logger.DebugContext(ctx, "smtp send failed", append(attrs, slog.Any("error", err),
+			slog.Any("detail", errors.Unwrap(err)))...)
+		return "", p.redact(err)
 	}
 	p.logger.DebugContext(ctx, "smtp message sent", attrs...)
 	if m.MessageID == "" {
@@ -204,17 +231,19 @@ func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
 	return m.MessageID, nil
 }
 
-// transactionTimeout bounds one mail transaction: Timeout plus the time a
-// message of m's size may take to transmit, so that a large message is not
-// cut off (and left with an unknown fate) by a deadline fit for a short
-// one; and never past ctx's deadline, which the send pipeline's budget for
-// the attempt sets.
-func (p *SMTP) transactionTimeout(ctx context.Context, m Message) time.Duration {
-	d := p.timeout + TransferAllowance(m.Size())
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
+// Check connects to the SMTP server, secures and authenticates the session
+// as a send would, and says goodbye, sending no message: nornweave check
+// uses it to prove the configuration before the server runs.
+func (p *SMTP) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	c, err := p.dial(ctx)
+	if err != nil {
+		return err
 	}
-	return max(d, time.Millisecond)
+	end, _ := ctx.Deadline()
+	p.quit(c, end)
+	return nil
 }
 
 // Close QUITs the idle connections and makes later Sends fail with
@@ -233,7 +262,7 @@ func (p *SMTP) Close() error {
 	p.idle = nil
 	p.mu.Unlock()
 	for _, c := range idle {
-		p.quit(c)
+		p.quit(c, time.Time{})
 	}
 	return nil
 }

@@ -63,3 +63,33 @@ func benchmarkSend(b *testing.B, newConnEachTime bool) {
 		})
 	}
 }
+
+// BenchmarkSMTPSendGuarded and BenchmarkSMTPSendUnguarded send the same
+// small message through the same Send, on one reused plain connection to
+// a loopback smtptest server, with and without the guard of the attempt's
+// end (guardConn). The guard must cost nothing a send can feel: run them
+// with scripts/bench-ratio.sh, which alternates them in one run.
+func BenchmarkSMTPSendGuarded(b *testing.B) { benchmarkGuard(b, false) }
+
+func BenchmarkSMTPSendUnguarded(b *testing.B) { benchmarkGuard(b, true) }
+
+func benchmarkGuard(b *testing.B, unguarded bool) {
+	s := smtptest.Start(b)
+	p, err := NewSMTP(SMTPConfig{Host: s.Host(), Port: s.Port(), HELO: "bench.test"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	p.unguarded = unguarded
+	m := simpleMessage(1)
+	// As the send pipeline calls it: with a deadline, so the guard's
+	// timer is armed and stopped on every send.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Send(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

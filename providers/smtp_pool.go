@@ -2,11 +2,8 @@ package providers
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"time"
 
@@ -19,8 +16,19 @@ const quitTimeout = 2 * time.Second
 
 // conn is one open, greeted and authenticated SMTP session.
 type conn struct {
-	c        *smtp.Client
+	c *smtp.Client
+	// guard is the raw connection under c, which bounds each use of it by
+	// the attempt's end; nil only in the unguarded benchmark baseline.
+	guard    *guardConn
 	lastUsed time.Time
+}
+
+// failure is the network error that broke the connection, or nil.
+func (c *conn) failure() error {
+	if c.guard == nil {
+		return nil
+	}
+	return c.guard.firstFailure()
 }
 
 // acquire waits for the right to hold a connection. At most MaxConns Sends
@@ -47,9 +55,9 @@ func (p *SMTP) release() { <-p.slots }
 
 // send delivers msg on the most recently used idle connection, or a new
 // one. It reports whether the message went out on a reused connection.
-func (p *SMTP) send(ctx context.Context, msg *mail.Msg, timeout time.Duration) (reused bool, err error) {
-	if c := p.take(); c != nil {
-		err := p.deliver(c, msg, timeout)
+func (p *SMTP) send(ctx context.Context, msg *mail.Msg, size int) (reused bool, err error) {
+	if c := p.take(ctx); c != nil {
+		err := p.deliver(ctx, c, msg, size)
 		if !deadBeforeMail(err) {
 			return true, err
 		}
@@ -62,12 +70,13 @@ func (p *SMTP) send(ctx context.Context, msg *mail.Msg, timeout time.Duration) (
 	if err != nil {
 		return false, err
 	}
-	return false, p.deliver(c, msg, timeout)
+	return false, p.deliver(ctx, c, msg, size)
 }
 
 // take pops the most recently used idle connection, closing any that have
-// been idle longer than IdleTimeout: servers drop those on their side.
-func (p *SMTP) take() *conn {
+// been idle longer than IdleTimeout: servers drop those on their side. Their
+// goodbye is bounded by ctx's deadline, which is the attempt's.
+func (p *SMTP) take(ctx context.Context) *conn {
 	now := p.now()
 	var stale []*conn
 	p.mu.Lock()
@@ -83,8 +92,9 @@ func (p *SMTP) take() *conn {
 		c, p.idle = p.idle[n-1], p.idle[:n-1]
 	}
 	p.mu.Unlock()
+	end, _ := ctx.Deadline()
 	for _, s := range stale {
-		p.quit(s)
+		p.quit(s, end)
 	}
 	return c
 }
@@ -95,124 +105,77 @@ func (p *SMTP) put(c *conn) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		p.quit(c)
+		p.quit(c, time.Time{})
 		return
 	}
 	p.idle = append(p.idle, c)
 	p.mu.Unlock()
 }
 
-// quit says goodbye politely; the connection is closed either way.
-func (p *SMTP) quit(c *conn) {
-	_ = c.c.UpdateDeadline(quitTimeout)
+// quit says goodbye politely, within quitTimeout and by end if it is not
+// zero; the connection is closed either way.
+func (p *SMTP) quit(c *conn, end time.Time) {
+	if d := time.Now().Add(quitTimeout); end.IsZero() || d.Before(end) {
+		end = d
+	}
+	if c.guard != nil {
+		// A goodbye sends nothing of a message: its own deadline is
+		// enough, no context closes it.
+		c.guard.beginSetup(context.Background(), end)
+		defer c.guard.finish()
+	}
+	_ = c.c.UpdateDeadline(time.Until(end))
 	if err := c.c.Quit(); err != nil {
 		_ = c.c.Close()
 	}
 }
 
-// deliver runs one mail transaction on c, bounded by timeout, and then
-// pools or closes c: it is kept only after success or a clean rejection,
-// when the session state is known.
-func (p *SMTP) deliver(c *conn, msg *mail.Msg, timeout time.Duration) error {
-	// A pooled connection's deadline has passed while it sat idle.
-	_ = c.c.UpdateDeadline(timeout)
-	err := p.client.SendWithSMTPClient(c.c, msg)
-	if err == nil {
-		p.put(c)
-		return nil
+// transactionEnd is when one mail transaction must be over: Timeout plus
+// the time a message of size bytes may take to transmit, so that a large
+// message is not cut off (and left with an unknown fate) by a deadline fit
+// for a short one; and never past ctx's deadline, the end of the attempt
+// that the send pipeline's lease is built on.
+func (p *SMTP) transactionEnd(ctx context.Context, size int) time.Time {
+	end := time.Now().Add(p.timeout + time.Duration(size)*time.Second/time.Duration(p.transferRate))
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
 	}
+	return end
+}
+
+// deliver runs one mail transaction on c, by transactionEnd, and then
+// pools or closes c: it is kept only after success or a clean rejection,
+// when the session state is known, and while the attempt's end has not
+// closed it.
+func (p *SMTP) deliver(ctx context.Context, c *conn, msg *mail.Msg, size int) error {
+	end := p.transactionEnd(ctx, size)
+	if c.guard != nil {
+		_ = c.guard.beginTransaction(ctx, end)
+	} else {
+		// A pooled connection's deadline has passed while it sat idle.
+		_ = c.c.UpdateDeadline(time.Until(end))
+	}
+	err := p.client.SendWithSMTPClient(c.c, msg)
+	keep := err == nil
 	var se *mail.SendError
 	switch {
 	case errors.As(err, &se) && se.Reason == mail.ErrSMTPReset:
 		// Only the RSET after the accepted message failed: the message was
 		// delivered, the connection is not trusted any more.
-		_ = c.c.Close()
-		return nil
-	case errors.As(err, &se) && isCleanRejection(se) && c.c.Reset() == nil:
+		err = nil
+	case errors.As(err, &se) && isCleanRejection(se):
+		keep = c.c.Reset() == nil
+	}
+	if c.guard != nil && !c.guard.finish() {
+		keep = false // the attempt's end closed it
+	}
+	if keep {
 		p.put(c)
-	default:
+	} else {
 		_ = c.c.Close()
 	}
-	return deliveryError(err)
-}
-
-// dial opens, secures and authenticates a new connection.
-func (p *SMTP) dial(ctx context.Context) (*conn, error) {
-	// go-mail does not close the connection when the greeting or EHLO
-	// fails; dialContext leaves it here so that dial can.
-	var raw net.Conn
-	c, err := p.client.DialToSMTPClientWithContext(context.WithValue(ctx, rawConnKey{}, &raw))
 	if err != nil {
-		if raw != nil {
-			_ = raw.Close()
-		}
-		return nil, connectError(err)
+		return deliveryError(err, c.failure())
 	}
-	if p.startTLS {
-		if ok, _ := c.Extension("STARTTLS"); !ok {
-			_ = c.Close()
-			return nil, &SendError{cause: CauseTLS, msg: "smtp: the SMTP server does not offer STARTTLS and SMTP_USE_TLS requires it; refusing to send in plain text"}
-		}
-		if err := c.StartTLS(p.tlsConfig); err != nil {
-			_ = c.Close()
-			return nil, setupError("STARTTLS failed", CauseTLS, err)
-		}
-	}
-	if p.username != "" {
-		if ok, _ := c.Extension("AUTH"); !ok {
-			_ = c.Close()
-			return nil, &SendError{cause: CauseAuth, msg: "smtp: authentication failed: the SMTP server does not offer AUTH"}
-		}
-		auth := &plainOrLogin{user: p.username, pass: p.password, host: p.host,
-			allowUnencrypted: !p.startTLS && !p.implicitTLS}
-		if err := c.Auth(auth); err != nil {
-			_ = c.Close()
-			return nil, setupError("authentication failed", CauseAuth, err)
-		}
-	}
-	return &conn{c: c}, nil
-}
-
-type rawConnKey struct{}
-
-// dialContext is go-mail's DialContextFunc. It does implicit TLS itself so
-// that the raw connection can be handed back to dial in every mode, and
-// dials p.addr because go-mail's "host:port" breaks IPv6 literals.
-func (p *SMTP) dialContext(ctx context.Context, network, _ string) (net.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, p.addr)
-	if err != nil {
-		return nil, err
-	}
-	if p.implicitTLS {
-		tc := tls.Client(nc, p.tlsConfig)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			_ = nc.Close()
-			return nil, fmt.Errorf("TLS handshake: %w", err)
-		}
-		nc = tc
-	}
-	if slot, ok := ctx.Value(rawConnKey{}).(*net.Conn); ok {
-		*slot = nc
-	}
-	return nc, nil
-}
-
-// plainOrLogin uses AUTH PLAIN when the server offers it and LOGIN
-// otherwise: both carry the password as is, and between them they cover
-// the submission servers in use (some offer only LOGIN).
-type plainOrLogin struct {
-	user, pass, host string
-	allowUnencrypted bool
-	smtp.Auth
-}
-
-// Start implements smtp.Auth.
-func (a *plainOrLogin) Start(server *smtp.ServerInfo) (string, []byte, error) {
-	if slices.Contains(server.Auth, "PLAIN") || !slices.Contains(server.Auth, "LOGIN") {
-		a.Auth = smtp.PlainAuth("", a.user, a.pass, a.host, a.allowUnencrypted)
-	} else {
-		a.Auth = smtp.LoginAuth(a.user, a.pass, a.host, a.allowUnencrypted)
-	}
-	return a.Auth.Start(server)
+	return nil
 }

@@ -206,3 +206,70 @@ func TestSMTPContextEndsWaitForConnection(t *testing.T) {
 		t.Errorf("got %d connections, want 0", got)
 	}
 }
+
+// TestSMTPWaitAndTransactionShareTheDeadline is the shape of issue 15:
+// every connection is busy with a slow DATA; a send that waits for one and
+// then meets the same slow DATA must still end by its deadline.
+func TestSMTPWaitAndTransactionShareTheDeadline(t *testing.T) {
+	s := smtptest.Start(t)
+	s.Stall(smtptest.AtData, 2*time.Second)
+	p := newTestSMTP(t, s, func(c *SMTPConfig) { c.MaxConns = 4 })
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			if _, err := p.Send(context.Background(), simpleMessage(i)); err != nil {
+				t.Errorf("busy send %d: %v", i, err)
+			}
+		})
+	}
+	for s.Connections() < 4 {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	const attempt = 3 * time.Second
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), attempt)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	_, err := p.Send(ctx, simpleMessage(5))
+	elapsed := time.Since(start)
+	wg.Wait()
+	p.Close()
+	s.WaitIdle(t)
+
+	t.Logf("after %s: %v", elapsed.Round(time.Millisecond), err)
+	var se *SendError
+	if !errors.As(err, &se) || !se.Temporary || se.Unknown {
+		t.Errorf("got %v, want a temporary *SendError from the transaction (cut off before DATA)", err)
+	}
+	if elapsed > attempt+deadlineSlack {
+		t.Errorf("Send returned after %s, want by its deadline %s (+%s slack)", elapsed.Round(time.Millisecond), attempt, deadlineSlack)
+	}
+	for _, m := range s.Messages() {
+		if m.Header.Get("Message-Id") == simpleMessage(5).MessageID {
+			t.Errorf("the relay received the waiting send's message, %s after its deadline",
+				m.Received.Sub(deadline).Round(time.Millisecond))
+		}
+	}
+	if got := s.Count(); got != 4 {
+		t.Errorf("the relay stored %d messages, want the 4 busy ones", got)
+	}
+}
+
+// TestSMTPPooledConnectionOutlivesTheAttempt checks that the guard of an
+// attempt's end is lifted when the attempt ends: a pooled connection idle
+// past that end is reused, not killed.
+func TestSMTPPooledConnectionOutlivesTheAttempt(t *testing.T) {
+	s := smtptest.Start(t)
+	p := newTestSMTP(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	if _, err := p.Send(ctx, simpleMessage(1)); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	cancel()
+	time.Sleep(1200 * time.Millisecond) // past the first attempt's deadline
+	mustSend(t, p, simpleMessage(2))
+	if got := s.Connections(); got != 1 {
+		t.Errorf("got %d connections, want 1: the pooled connection was not reused", got)
+	}
+}

@@ -1,6 +1,7 @@
 package skuld
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
@@ -13,14 +14,21 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// build prepares the rows for a send; newThread is nil for a reply.
-func (s *Sender) build(req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message) (*store.Message, []store.Attachment, *store.Thread, error) {
-	html := req.HTML
-	if html == "" {
+// build prepares the rows for a send, rendering its Markdown; newThread is
+// nil for a reply.
+func (s *Sender) build(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message) (*store.Message, []store.Attachment, *store.Thread, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	text, html := req.Body, req.HTML
+	switch {
+	case html == "":
 		var err error
-		if html, err = s.o.Renderer.HTML(req.Body); err != nil {
+		if html, err = s.o.Renderer.Render(ctx, text); err != nil {
 			return nil, nil, nil, err
 		}
+	case text == "":
+		text = PlainText(html)
 	}
 	id := req.MessageID
 	if id == "" {
@@ -31,8 +39,11 @@ func (s *Sender) build(req SendRequest, inbox *store.Inbox, thread *store.Thread
 		MessageIDHeader: "<" + id + "@" + domainOf(inbox.EmailAddress) + ">",
 		Subject:         req.Subject, FromAddress: inbox.EmailAddress,
 		ToAddresses: strs(req.To), CcAddresses: strs(req.Cc), BccAddresses: strs(req.Bcc),
-		ReplyToAddresses: strs(req.ReplyTo), Text: req.Body, HTML: html,
-		References: store.StringList{}, Labels: store.StringList{}, Metadata: store.JSONObject{},
+		ReplyToAddresses: strs(req.ReplyTo), Text: text, HTML: html,
+		References: store.StringList{}, Labels: append(store.StringList{}, req.Labels...), Metadata: store.JSONObject{},
+	}
+	if req.Metadata != nil {
+		m.Metadata = req.Metadata
 	}
 	if parent != nil && parent.MessageIDHeader != "" {
 		inReplyTo := parent.MessageIDHeader
@@ -43,8 +54,13 @@ func (s *Sender) build(req SendRequest, inbox *store.Inbox, thread *store.Thread
 	atts := make([]store.Attachment, 0, len(req.Attachments))
 	for _, a := range req.Attachments {
 		size += len(a.Content)
+		// The content is kept as it is: the row shares the decoded bytes
+		// that go out, no copy.
+		sum := sha256.Sum256(a.Content)
+		hash := hex.EncodeToString(sum[:])
 		row := store.Attachment{ID: uuid.NewString(), MessageID: id, Filename: a.Filename,
-			ContentType: a.ContentType, Disposition: "attachment", Size: len(a.Content)}
+			ContentType: a.ContentType, Disposition: "attachment", Size: len(a.Content),
+			ContentHash: &hash, Content: a.Content}
 		if a.Inline {
 			cid := a.ContentID
 			row.Disposition, row.ContentID = "inline", &cid

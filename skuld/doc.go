@@ -1,2 +1,11 @@
-// Package skuld is the send pipeline: domain filter → throttle → provider → record; and the throttle itself.
+// Package skuld is the send pipeline: load the inbox and thread → outbound
+// domain filter → throttle → record → provider → record the outcome. It
+// speaks to the throttle only through throttle.Throttle (package
+// skuld/throttle and its backends), to the database through the few store
+// methods it declares (Store, ThrottleLog) and to providers through
+// Provider. Nothing here knows that HTTP exists.
+//
+// The pipeline records store's rows as they are: the message row is the
+// record of what was sent, so a model of skuld's own would be a copy with a
+// mapping function and nothing else.
 package skuld

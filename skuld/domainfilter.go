@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nornweave/nornweave/core/address"
+	"github.com/nornweave/nornweave/core/config"
 )
 
 // Names of the variables the filter is configured from, used in PatternError.
@@ -51,8 +52,10 @@ func (p domainPattern) match(domain string, ascii bool) bool {
 }
 
 // NewDomainFilter compiles the comma-separated allowlist and blocklist
-// patterns. Items are trimmed and empty items ignored. An invalid pattern
-// returns a *PatternError.
+// patterns, split as config.SplitPatterns splits them: at commas outside
+// groups, classes and counted repetitions, so that ev(il){1,2}\.com is one
+// pattern. Items are trimmed and empty items ignored. An invalid pattern,
+// or a list whose commas cannot be told apart, returns a *PatternError.
 func NewDomainFilter(allowlist, blocklist string) (*DomainFilter, error) {
 	f := &DomainFilter{}
 	var err error
@@ -68,12 +71,12 @@ func NewDomainFilter(allowlist, blocklist string) (*DomainFilter, error) {
 // compilePatterns compiles one comma-separated list; variable names it in
 // a PatternError.
 func compilePatterns(variable, list string) ([]domainPattern, error) {
+	items, err := config.SplitPatterns(list)
+	if err != nil {
+		return nil, &PatternError{Variable: variable, Err: err}
+	}
 	var patterns []domainPattern
-	for item := range strings.SplitSeq(list, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range items {
 		// Parsed bare first so the error quotes what the operator wrote,
 		// not our wrapping. The group keeps an alternation inside the
 		// pattern under both anchors: "a|b" must mean "^(a|b)$", not "^a|b$".
@@ -122,20 +125,24 @@ func isASCII(s string) bool {
 }
 
 // PatternError reports a pattern in OUTBOUND_DOMAIN_ALLOWLIST or
-// OUTBOUND_DOMAIN_BLOCKLIST that does not compile.
+// OUTBOUND_DOMAIN_BLOCKLIST that does not compile, or a list that cannot
+// be split into patterns.
 type PatternError struct {
 	Variable string // the environment variable
-	Pattern  string // the offending item, trimmed
-	Err      error  // from regexp.Compile
+	Pattern  string // the offending item, trimmed; "" when the list could not be split
+	Err      error  // from regexp.Compile, or config.SplitPatterns (which names the part)
 }
 
 // Error names the variable and the pattern, e.g.
 // `OUTBOUND_DOMAIN_BLOCKLIST: invalid pattern "[": error parsing regexp: ...`.
 func (e *PatternError) Error() string {
+	if e.Pattern == "" {
+		return fmt.Sprintf("%s: %v", e.Variable, e.Err)
+	}
 	return fmt.Sprintf("%s: invalid pattern %q: %v", e.Variable, e.Pattern, e.Err)
 }
 
-// Unwrap returns the regexp error.
+// Unwrap returns the regexp or splitting error.
 func (e *PatternError) Unwrap() error { return e.Err }
 
 // Check decides one canonical address (see package core/address): its

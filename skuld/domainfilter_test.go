@@ -37,7 +37,8 @@ func TestDomainFilterCheck(t *testing.T) {
 		{"space after the @", "", `evil\.com`, "a@ evil.com", false, "evil.com", `evil\.com`},
 		{"fullwidth letters", "", `evil\.com`, "a@ｅｖｉｌ.com", false, "evil.com", `evil\.com`},
 		{"ideographic full stop", "", `evil\.com`, "a@evil。com", false, "evil.com", `evil\.com`},
-		{"trailing ideographic full stop", "", `evil\.com`, "a@evil.com。", false, "evil.com", `evil\.com`},
+		{"numeric host", "", `evil\.com`, "a@0x7f.1", false, "[127.0.0.1]", ""},
+		{"numeric host named by the allowlist", `\[127\.0\.0\.1\]`, "", "a@2130706433", true, "[127.0.0.1]", ""},
 		{"blocklist covers subdomains", "", `evil\.com`, "a@mail.EVIL.com", false, "mail.evil.com", `evil\.com`},
 		{"blocklist, deep subdomain", "", `evil\.com`, "a@a.b.evil.com", false, "a.b.evil.com", `evil\.com`},
 		{"blocklist, unicode pattern in ACE form", "", `xn--bcher-kva\.example`, "a@Bücher.example", false, "xn--bcher-kva.example", `xn--bcher-kva\.example`},
@@ -46,6 +47,14 @@ func TestDomainFilterCheck(t *testing.T) {
 		{"bare IP refused without a policy", "", "", "a@127.0.0.1", false, "[127.0.0.1]", ""},
 		{"IP literal refused by a domain allowlist", `.*\.com`, "", "a@[127.0.0.1]", false, "[127.0.0.1]", ""},
 		{"IP literal named by the allowlist", `\[127\.0\.0\.1\]`, "", "a@[127.0.0.1]", true, "[127.0.0.1]", ""},
+		// A counted repetition's comma does not split the pattern: it
+		// means what it says.
+		{"repetition, once", "", `ev(il){1,2}\.com`, "a@evil.com", false, "evil.com", `ev(il){1,2}\.com`},
+		{"repetition, twice", "", `ev(il){1,2}\.com, bad\.org`, "a@evilil.com", false, "evilil.com", `ev(il){1,2}\.com`},
+		{"repetition, three times is not it", "", `ev(il){1,2}\.com`, "a@evililil.com", true, "evililil.com", ""},
+		{"repetition, subdomain", "", `ev(il){1,2}\.com`, "a@mx.evil.com", false, "mx.evil.com", `ev(il){1,2}\.com`},
+		{"class with a comma", "", `[a,b]x\.com, y\.org`, "a@bx.com", false, "bx.com", `[a,b]x\.com`},
+		{"group with a comma", `(acme|x,y)\.com`, "", "a@acme.com", true, "acme.com", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,6 +179,18 @@ func TestNewDomainFilterInvalidPattern(t *testing.T) {
 				t.Errorf("Unwrap: got %T, want a *syntax.Error inside", errors.Unwrap(err))
 			}
 		})
+	}
+}
+
+// A list whose commas cannot be told apart is refused, naming the variable
+// and the part: it was split at every comma, and its fragments compiled
+// into patterns that blocked nothing of what was meant.
+func TestNewDomainFilterAmbiguousList(t *testing.T) {
+	_, err := NewDomainFilter("", `ok\.com, ev(il{1,2}\.com, bad\.org`)
+	var pe *PatternError
+	if !errors.As(err, &pe) || pe.Variable != "OUTBOUND_DOMAIN_BLOCKLIST" ||
+		err.Error() != `OUTBOUND_DOMAIN_BLOCKLIST: ambiguous pattern "ev(il{1,2}\.com, bad\.org": "(" is never closed, so its commas cannot be told apart` {
+		t.Errorf("NewDomainFilter = %v, want an ambiguous-pattern *PatternError naming OUTBOUND_DOMAIN_BLOCKLIST", err)
 	}
 }
 

@@ -1,6 +1,10 @@
 package skuld
 
-import "time"
+import (
+	"time"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
+)
 
 // Outcomes of a send, as an Observer is told them.
 const (
@@ -17,13 +21,14 @@ type Observer interface {
 	// ProviderCall reports one provider attempt: its outcome and how long
 	// the provider took. A send that is retried makes several calls.
 	ProviderCall(provider, outcome string, d time.Duration)
-	// SendFinished reports a send's final outcome, once per admitted send.
-	SendFinished(provider, outcome string)
+	// SendFinished reports a send's final outcome, once per admitted
+	// send, with the failure's cause (providers.Cause; "" when sent).
+	SendFinished(provider, outcome, cause string)
 	// Retried reports a retry after a temporary failure.
 	Retried(provider string)
 	// Refused reports a send refused by the throttle, with the full
-	// windows ("per-minute", "per-hour").
-	Refused(windows []string)
+	// windows.
+	Refused(windows []throttle.Window)
 }
 
 // NopObserver observes nothing; it is the default.
@@ -33,10 +38,10 @@ type NopObserver struct{}
 func (NopObserver) ProviderCall(string, string, time.Duration) {}
 
 // SendFinished implements Observer.
-func (NopObserver) SendFinished(string, string) {}
+func (NopObserver) SendFinished(string, string, string) {}
 
 // Retried implements Observer.
 func (NopObserver) Retried(string) {}
 
 // Refused implements Observer.
-func (NopObserver) Refused([]string) {}
+func (NopObserver) Refused([]throttle.Window) {}

@@ -2,10 +2,14 @@ package skuld
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nornweave/nornweave/core/clock"
+	"github.com/nornweave/nornweave/skuld/throttle"
 )
 
 // DefaultRefusalLogInterval is how often, during a run of refusals by the
@@ -22,20 +26,19 @@ const DefaultRefusalLogInterval = 10 * time.Second
 // sleeping. It is safe for concurrent use.
 type refusalLog struct {
 	logger   *slog.Logger
-	clock    Clock
+	clock    clock.Clock
 	interval time.Duration
 
 	mu      sync.Mutex
 	running bool          // a run of refusals is under way
 	since   time.Duration // Mono at the start of the current interval
 	total   int           // refusals since, not yet logged
-	minute  int           // of which the per-minute window was full
-	hour    int           // of which the per-hour window was full
+	full    [4]int        // of which each window (throttle.Windows) was full
 	retry   int           // the last refusal's Retry-After
 }
 
 // refused records one refusal and logs what is due.
-func (r *refusalLog) refused(ctx context.Context, e *RateLimitedError) {
+func (r *refusalLog) refused(ctx context.Context, e *throttle.RateLimitedError) {
 	now := r.clock.Mono()
 	r.mu.Lock()
 	r.flushLocked(now, false)
@@ -43,20 +46,15 @@ func (r *refusalLog) refused(ctx context.Context, e *RateLimitedError) {
 		r.running, r.since = true, now
 		r.mu.Unlock()
 		r.logger.WarnContext(ctx, "send refused by throttle",
-			slog.String("windows", strings.Join(e.Windows(), "; ")),
+			slog.String("windows", windowNames(e)),
 			slog.String("counts", violationCounts(e)),
 			slog.Int("retry_after", e.RetryAfterSeconds()),
-			slog.Duration("summary_every", r.interval))
+			slog.Int64("summary_every_s", int64(r.interval/time.Second)))
 		return
 	}
 	r.total++
 	for _, v := range e.Violations {
-		switch v.Window {
-		case "per-minute":
-			r.minute++
-		case "per-hour":
-			r.hour++
-		}
+		r.full[windowIndex(v.Window)]++
 	}
 	r.retry = e.RetryAfterSeconds()
 	r.mu.Unlock()
@@ -95,12 +93,33 @@ func (r *refusalLog) flushLocked(now time.Duration, final bool) {
 	}
 	// Not ctx: a summary is of many requests, and must not carry the
 	// request id of the one that happened to trigger it.
-	r.logger.WarnContext(context.Background(), msg,
-		slog.Int("refused", r.total), slog.Int("per_minute_full", r.minute),
-		slog.Int("per_hour_full", r.hour), slog.Duration("over", now-r.since),
-		slog.Int("retry_after", r.retry))
-	r.since, r.total, r.minute, r.hour = now, 0, 0, 0
+	attrs := []any{slog.Int("refused", r.total)}
+	for i, w := range throttle.Windows {
+		attrs = append(attrs, slog.Int(strings.ReplaceAll(w.String(), "-", "_")+"_full", r.full[i]))
+	}
+	attrs = append(attrs, slog.Int64("over_ms", (now-r.since).Milliseconds()), slog.Int("retry_after", r.retry))
+	r.logger.WarnContext(context.Background(), msg, attrs...)
+	r.since, r.total, r.full = now, 0, [4]int{}
 	if final {
 		r.running = false
 	}
+}
+
+// windowIndex is w's index in throttle.Windows.
+func windowIndex(w throttle.Window) int { return int(w.Scope)*2 + int(w.Span) }
+
+func windowNames(e *throttle.RateLimitedError) string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = v.Window.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func violationCounts(e *throttle.RateLimitedError) string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = fmt.Sprintf("%s %d/%d", v.Window, v.Count, v.Limit)
+	}
+	return strings.Join(parts, "; ")
 }

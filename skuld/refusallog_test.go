@@ -15,6 +15,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld/throttle"
 )
 
 // A burst of 1,000 refusals is a handful of lines: the first in full, one
@@ -22,7 +23,8 @@ import (
 func TestRefusalBurstIsSummarised(t *testing.T) {
 	var buf bytes.Buffer
 	clock := newFakeClock()
-	s := NewSender(Options{Store: newMemStore(), Provider: &fakeProvider{}, Limiter: NewGlobalRateLimiter(1, 1),
+	lim := throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: 1, PerHour: 1}, throttle.Limits{PerMinute: 1})
+	s := NewSender(Options{Store: newMemStore(), Provider: &fakeProvider{}, Throttle: throttle.NewMemory(lim, clock),
 		Clock: clock, Logger: slog.New(slog.NewJSONHandler(&buf, nil)), RefusalLogInterval: 10 * time.Second})
 	req := SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}
 	ctx := context.Background()
@@ -33,7 +35,7 @@ func TestRefusalBurstIsSummarised(t *testing.T) {
 		if i > 0 {
 			clock.Advance(25 * time.Millisecond) // 1,000 refusals over 25 s
 		}
-		var rl *RateLimitedError
+		var rl *throttle.RateLimitedError
 		if _, err := s.Send(ctx, req); !errors.As(err, &rl) {
 			t.Fatalf("send %d: err = %v, want a refusal", i, err)
 		}
@@ -49,6 +51,8 @@ func TestRefusalBurstIsSummarised(t *testing.T) {
 		Refused       int    `json:"refused"`
 		PerMinuteFull int    `json:"per_minute_full"`
 		PerHourFull   int    `json:"per_hour_full"`
+		InboxMinute   int    `json:"inbox_per_minute_full"`
+		InboxHour     int    `json:"inbox_per_hour_full"`
 	}
 	var got []line
 	for _, raw := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
@@ -63,10 +67,10 @@ func TestRefusalBurstIsSummarised(t *testing.T) {
 	// t = 0: the first in full; t = 10 s: refusals 2..400; t = 20 s:
 	// 401..800; shutdown: 801..1000.
 	want := []line{
-		{Msg: "send refused by throttle", Level: "WARN", Windows: "per-minute; per-hour"},
-		{Msg: "sends refused by throttle since the last report", Level: "WARN", Refused: 399, PerMinuteFull: 399, PerHourFull: 399},
-		{Msg: "sends refused by throttle since the last report", Level: "WARN", Refused: 400, PerMinuteFull: 400, PerHourFull: 400},
-		{Msg: "sends refused by throttle before shutdown", Level: "WARN", Refused: 200, PerMinuteFull: 200, PerHourFull: 200},
+		{Msg: "send refused by throttle", Level: "WARN", Windows: "per-minute; per-hour; inbox-per-minute"},
+		{Msg: "sends refused by throttle since the last report", Level: "WARN", Refused: 399, PerMinuteFull: 399, PerHourFull: 399, InboxMinute: 399},
+		{Msg: "sends refused by throttle since the last report", Level: "WARN", Refused: 400, PerMinuteFull: 400, PerHourFull: 400, InboxMinute: 400},
+		{Msg: "sends refused by throttle before shutdown", Level: "WARN", Refused: 200, PerMinuteFull: 200, PerHourFull: 200, InboxMinute: 200},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d refusal lines, want %d:\n%s", len(got), len(want), buf.String())
@@ -88,7 +92,8 @@ func TestRefusalAfterQuietIntervalIsLoggedInFull(t *testing.T) {
 	var buf bytes.Buffer
 	clock := newFakeClock()
 	r := &refusalLog{logger: slog.New(slog.NewJSONHandler(&buf, nil)), clock: clock, interval: time.Second}
-	e := &RateLimitedError{RetryAfter: time.Second, Violations: []Violation{{Window: "per-minute", Count: 1, Limit: 1}}}
+	e := &throttle.RateLimitedError{RetryAfter: time.Second,
+		Violations: []throttle.Violation{{Window: throttle.GlobalMinute, Count: 1, Limit: 1}}}
 	r.refused(context.Background(), e)
 	clock.Advance(2 * time.Second)
 	r.tick() // nothing counted: the run ends silently
@@ -109,14 +114,15 @@ type recordingObserver struct {
 }
 
 func (o *recordingObserver) ProviderCall(p, outcome string, _ time.Duration) { o.calls[outcome]++ }
-func (o *recordingObserver) SendFinished(p, outcome string)                  { o.finished[outcome]++ }
-func (o *recordingObserver) Refused([]string)                                { o.refused++ }
+func (o *recordingObserver) SendFinished(p, outcome, _ string)               { o.finished[outcome]++ }
+func (o *recordingObserver) Refused([]throttle.Window)                       { o.refused++ }
 
 func TestObserverSeesOutcomesAndRefusals(t *testing.T) {
 	o := &recordingObserver{calls: map[string]int{}, finished: map[string]int{}}
 	p := &fakeProvider{errs: []error{errors.New("smtp: message rejected: 554 no")}}
-	s := NewSender(Options{Store: newMemStore(), Provider: p, Limiter: NewGlobalRateLimiter(1, 0),
-		Clock: newFakeClock(), Observer: o})
+	clock := newFakeClock()
+	s := NewSender(Options{Store: newMemStore(), Provider: p, Throttle: throttle.NewMemory(newLimiter(1), clock),
+		Clock: clock, Observer: o})
 	req := SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}
 	for range 3 { // failed (slot back), sent, refused
 		s.Send(context.Background(), req)
@@ -142,8 +148,9 @@ func TestFailureLoggedByCause(t *testing.T) {
 		{rejected, "provider send failed: refused by the server", `"cause":"rejected"`},
 	} {
 		var buf bytes.Buffer
+		clock := newFakeClock()
 		s := NewSender(Options{Store: newMemStore(), Provider: &fakeProvider{err: tt.err}, RetryMax: 0,
-			Limiter: NewGlobalRateLimiter(0, 0), Clock: newFakeClock(), Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+			Throttle: throttle.NewMemory(newLimiter(0), clock), Clock: clock, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 		if _, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}); err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,10 @@ package skuld
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"html"
+	"strings"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
@@ -12,6 +15,13 @@ import (
 // Markdown is dropped (goldmark's default), so an agent cannot smuggle script
 // or tracking markup into the HTML through the Markdown body; a caller that
 // wants its own HTML passes it explicitly.
+//
+// Rendering takes time and memory linear in the body whatever it holds: a
+// body whose paragraphs would make goldmark's quadratic paths expensive,
+// or that nests blocks too deep (see tooComplex), and a rendering that
+// would come out more than htmlExpansion times the body's size, are sent as
+// their text, escaped, in a <pre> that wraps lines. The text/plain part is
+// the body either way.
 type Renderer struct {
 	md goldmark.Markdown
 }
@@ -22,11 +32,62 @@ func NewRenderer() *Renderer {
 	return &Renderer{md: goldmark.New(goldmark.WithExtensions(extension.GFM))}
 }
 
-// HTML renders markdown to an HTML fragment.
+// htmlExpansion bounds the rendered HTML: at most this many bytes per byte
+// of Markdown, plus htmlSlack. Ordinary Markdown comes out at 1 to 3 times
+// its size; the plain-text fallback at most 6 (a '"' is "&#34;"), plus its
+// wrapper.
+const (
+	htmlExpansion = 8
+	htmlSlack     = 256
+)
+
+// MaxRenderedSize is the most bytes Render returns for a body of n bytes:
+// what the HTML part can add to a message's size, known before rendering
+// (for a throttle lease, say).
+func MaxRenderedSize(n int) int { return htmlExpansion*n + htmlSlack }
+
+// Render renders markdown to an HTML fragment, or returns ctx's error if
+// ctx is done first: it checks before the work starts and once it is done,
+// so a caller whose client went away does not go on with the result. The
+// work itself is bounded (see Renderer): under a second for the largest
+// body (BODY_MAX_SIZE_MB), measured.
+func (r *Renderer) Render(ctx context.Context, markdown string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	out, err := r.render(markdown)
+	if err != nil {
+		return "", err
+	}
+	return out, ctx.Err()
+}
+
+// HTML is Render without a context.
 func (r *Renderer) HTML(markdown string) (string, error) {
+	return r.Render(context.Background(), markdown)
+}
+
+func (r *Renderer) render(markdown string) (string, error) {
+	if tooComplex(markdown) {
+		return plainHTML(markdown), nil
+	}
 	var buf bytes.Buffer
 	if err := r.md.Convert([]byte(markdown), &buf); err != nil {
 		return "", fmt.Errorf("skuld: render markdown: %w", err)
 	}
+	if buf.Len() > MaxRenderedSize(len(markdown)) {
+		return plainHTML(markdown), nil
+	}
 	return buf.String(), nil
+}
+
+// plainHTML is the body as text: escaped, in a <pre> that wraps long lines
+// and keeps the reader's font.
+func plainHTML(text string) string {
+	var b strings.Builder
+	b.Grow(len(text) + len(text)/8 + 100)
+	b.WriteString(`<pre style="white-space: pre-wrap; font-family: inherit">`)
+	b.WriteString(html.EscapeString(text))
+	b.WriteString("</pre>\n")
+	return b.String()
 }

@@ -4,27 +4,31 @@ import (
 	"context"
 	"time"
 
+	"github.com/nornweave/nornweave/core/clock"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
-// ThrottleLog is the durable record the throttle is rebuilt from at
-// start-up: the store's send_log, which deleting an inbox does not touch.
+// ThrottleLog is the durable record the throttle is rebuilt from: the
+// store's send_log, which deleting an inbox does not touch.
 type ThrottleLog interface {
 	ResolveInterrupted(ctx context.Context, now time.Time) (int64, error)
 	CountedSends(ctx context.Context, since time.Time) ([]store.CountedSend, error)
+	PendingSends(ctx context.Context, now time.Time) ([]store.PendingSend, error)
 }
 
 // restoreSpan is how far back a restart looks: the hour window plus one
 // bucket, since a bucket counts until all of it has left the window.
 const restoreSpan = 61 * time.Minute
 
-// RestoreThrottle keeps the throttle's promise across a restart. First the
-// sends a stopped server left in flight are resolved: each may have gone
-// out until its deadline or until the server stopped, so it counts from the
-// earlier of its deadline and now, for good. Then every send counted within
-// restoreSpan counts again in l, globally and in its inbox's windows. It returns how many sends it restored and
-// how many were interrupted. It must run before the server sends.
-func RestoreThrottle(ctx context.Context, log ThrottleLog, l *GlobalRateLimiter, c Clock) (restored int, interrupted int64, err error) {
+// RestoreThrottle keeps the in-memory throttle's promise across a restart.
+// First the sends a stopped server left in flight are resolved: each may
+// have gone out until its deadline or until the server stopped, so it
+// counts from the earlier of its deadline and now, for good. Then every
+// send counted within restoreSpan counts again in l, globally and in its
+// inbox's windows. It returns how many sends it restored and how many were
+// interrupted. It must run before the server sends.
+func RestoreThrottle(ctx context.Context, log ThrottleLog, l *throttle.GlobalRateLimiter, c clock.Clock) (restored int, interrupted int64, err error) {
 	now := c.Now()
 	if interrupted, err = log.ResolveInterrupted(ctx, now); err != nil {
 		return 0, 0, err
@@ -36,9 +40,31 @@ func RestoreThrottle(ctx context.Context, log ThrottleLog, l *GlobalRateLimiter,
 	for _, s := range sends {
 		// A clock that was ahead when the row was written must not push
 		// the windows into the future.
-		l.RestoreInbox(MonoAt(c, minTime(s.At, now)), s.InboxID)
+		l.Restore(clock.MonoAt(c, minTime(s.At, now)), s.Scope)
 	}
 	return len(sends), interrupted, nil
+}
+
+// ThrottleRecord reads what a shared throttle's lost state is rebuilt from
+// (throttle.SharedOptions.Rebuild): the sends counted within restoreSpan of
+// now, and those in flight, until their deadline plus the backend's margin.
+func ThrottleRecord(ctx context.Context, log ThrottleLog, now time.Time, margin time.Duration) (throttle.Record, error) {
+	sent, err := log.CountedSends(ctx, now.Add(-restoreSpan))
+	if err != nil {
+		return throttle.Record{}, err
+	}
+	pending, err := log.PendingSends(ctx, now)
+	if err != nil {
+		return throttle.Record{}, err
+	}
+	var rec throttle.Record
+	for _, s := range sent {
+		rec.Sent = append(rec.Sent, throttle.Sent{Inbox: s.Scope, At: minTime(s.At, now)})
+	}
+	for _, p := range pending {
+		rec.Pending = append(rec.Pending, throttle.Pending{Inbox: p.Scope, Deadline: p.Deadline.Add(margin)})
+	}
+	return rec, nil
 }
 
 func minTime(a, b time.Time) time.Time {

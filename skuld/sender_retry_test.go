@@ -9,6 +9,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -50,7 +51,7 @@ func TestSendOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newMemStore()
 			s, lim := newTestSender(t, st, tt.provider, 1, nil)
-			m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
+			m, err := sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 			if err != nil {
 				t.Fatalf("Send: %v", err)
 			}
@@ -67,7 +68,7 @@ func TestSendOutcomes(t *testing.T) {
 			if (out.CountedAt != nil) != tt.wantCounted {
 				t.Errorf("slot counted = %v, want %v", out.CountedAt != nil, tt.wantCounted)
 			}
-			w := lim.State(0).PerMinute
+			w := globalMinute(lim)
 			if w.InFlight != 0 {
 				t.Errorf("in flight after the send = %d, want 0 (settled on every path)", w.InFlight)
 			}
@@ -85,17 +86,18 @@ func TestRetryHonoursDeadlineAndRetryAfter(t *testing.T) {
 		e.Code, e.Temporary, e.RetryAfter = 429, true, time.Minute
 	})
 	st, p := newMemStore(), &fakeProvider{errs: []error{slow}}
-	lim := NewGlobalRateLimiter(1, 0)
-	s := NewSender(Options{Store: st, Provider: p, Limiter: lim, Clock: newFakeClock(), RetryMax: 3,
-		RetryDeadline: 30 * time.Second, RetryBackoff: time.Millisecond})
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
+	clock := newFakeClock()
+	lim := newLimiter(1)
+	s := NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(lim, clock), Clock: clock, RetryMax: 3,
+		Budget: Budget{RetryDeadline: 30 * time.Second}, RetryBackoff: time.Millisecond})
+	m, err := sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.attempts != 1 || m.Status != store.StatusFailed {
 		t.Errorf("attempts %d, status %q; want 1 and failed (Retry-After past the deadline)", p.attempts, m.Status)
 	}
-	if w := lim.State(0).PerMinute; w.Used+w.InFlight != 0 {
+	if w := globalMinute(lim); w.Used+w.InFlight != 0 {
 		t.Errorf("throttle %+v, want the slot given back", w)
 	}
 }
@@ -126,8 +128,8 @@ func TestThrottleIgnoresWallClockSteps(t *testing.T) {
 		t.Run(step.String(), func(t *testing.T) {
 			clock := newFakeClock()
 			st, p := newMemStore(), &fakeProvider{}
-			lim := NewGlobalRateLimiter(2, 0)
-			s := NewSender(Options{Store: st, Provider: p, Limiter: lim, Clock: clock})
+			lim := newLimiter(2)
+			s := NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(lim, clock), Clock: clock})
 			send := func() error {
 				_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 				return err
@@ -141,7 +143,7 @@ func TestThrottleIgnoresWallClockSteps(t *testing.T) {
 				t.Fatalf("second send after the step: %v", err)
 			}
 			clock.Advance(time.Second)
-			var rl *RateLimitedError
+			var rl *throttle.RateLimitedError
 			if err := send(); !errors.As(err, &rl) {
 				t.Fatalf("third send within a minute, wall clock stepped %v: got %v, want refusal", step, err)
 			}
@@ -149,64 +151,5 @@ func TestThrottleIgnoresWallClockSteps(t *testing.T) {
 				t.Errorf("provider got %d, want 2", len(p.sent))
 			}
 		})
-	}
-}
-
-// TestRetryAfterWithSendInFlight is hole 5: with a send in flight, a client
-// that waits exactly Retry-After and meets no competitor must be admitted,
-// even if the send in flight commits at the latest moment it can.
-func TestRetryAfterWithSendInFlight(t *testing.T) {
-	const lease = 45 * time.Second
-	l := NewGlobalRateLimiter(1, 0)
-	inFlight, err := l.Reserve(at(0), lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = l.Reserve(at(sec(1)), lease)
-	var rl *RateLimitedError
-	if !errors.As(err, &rl) {
-		t.Fatalf("second Reserve: got %v, want refusal", err)
-	}
-	inFlight.Commit(at(lease)) // at the last moment it could
-	retry := at(sec(1)) + rl.RetryAfter
-	if _, err := l.Reserve(retry, lease); err != nil {
-		t.Fatalf("Reserve after Retry-After %v: got %v, want admission", rl.RetryAfter, err)
-	}
-	if max := lease + 61*time.Second; rl.RetryAfter > max {
-		t.Errorf("Retry-After = %v, want at most %v (the lease plus the window)", rl.RetryAfter, max)
-	}
-}
-
-// TestRefusalBindingWindow is hole 6 at the source: with both windows full
-// the refusal's binding window is the one that frees last, the one whose
-// wait is Retry-After.
-func TestRefusalBindingWindow(t *testing.T) {
-	l := NewGlobalRateLimiter(1, 1)
-	send(t, l, at(0))
-	_, err := l.Reserve(at(sec(1)), 0)
-	var rl *RateLimitedError
-	if !errors.As(err, &rl) || len(rl.Violations) != 2 {
-		t.Fatalf("got %v, want both windows violated", err)
-	}
-	b := rl.Binding()
-	if b.Window != "per-hour" || b.RetryAfter != rl.RetryAfter {
-		t.Errorf("binding = %+v, want per-hour with RetryAfter %v", b, rl.RetryAfter)
-	}
-	if m := rl.Violations[0]; m.Window != "per-minute" || m.RetryAfter >= rl.RetryAfter {
-		t.Errorf("per-minute violation = %+v, want an earlier wait than %v", m, rl.RetryAfter)
-	}
-}
-
-// TestRefusalWordsALoweredLimit: after a restart with a lower limit the
-// count can exceed it; the message says so instead of "(5/2)".
-func TestRefusalWordsALoweredLimit(t *testing.T) {
-	l := NewGlobalRateLimiter(2, 0)
-	for range 5 {
-		l.Restore(at(0))
-	}
-	_, err := l.Reserve(at(sec(1)), 0)
-	want := "Rate limit exceeded: per-minute limit reached (2/2; 5 sends from before the limit was lowered still count)"
-	if err == nil || err.Error() != want {
-		t.Errorf("got %v, want %q", err, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/clocktest"
 	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -142,17 +143,34 @@ func newFakeClock() *clocktest.Clock {
 	return clocktest.New(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 }
 
-func newTestSender(t *testing.T, st Store, p *fakeProvider, perMinute int, filter *DomainFilter) (*Sender, *GlobalRateLimiter) {
+// newTestSender returns a Sender on the in-memory throttle (perMinute
+// sends a minute, global) and a fake clock.
+func newTestSender(t *testing.T, st Store, p *fakeProvider, perMinute int, filter *DomainFilter) (*Sender, *throttle.GlobalRateLimiter) {
 	t.Helper()
-	lim := NewGlobalRateLimiter(perMinute, 0)
-	return NewSender(Options{Store: st, Provider: p, Limiter: lim, Filter: filter, Clock: newFakeClock(),
-		RetryMax: 3, RetryBackoff: time.Millisecond}), lim
+	lim, clock := newLimiter(perMinute), newFakeClock()
+	return NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(lim, clock), Filter: filter,
+		Clock: clock, RetryMax: 3, RetryBackoff: time.Millisecond}), lim
+}
+
+func newLimiter(perMinute int) *throttle.GlobalRateLimiter {
+	return throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: perMinute}, throttle.Limits{})
+}
+
+// globalMinute is the limiter's global minute window, read at its start.
+func globalMinute(lim *throttle.GlobalRateLimiter) throttle.WindowState {
+	return lim.State(0, "", throttle.Override{}).Global.PerMinute
+}
+
+// sendMsg sends req and returns the recorded message.
+func sendMsg(s *Sender, ctx context.Context, req SendRequest) (*store.Message, error) {
+	res, err := s.Send(ctx, req)
+	return res.Message, err
 }
 
 func TestSendRecordsAndSends(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{}
 	s, lim := newTestSender(t, st, p, 5, nil)
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("Bob <bob@x.test>"),
+	m, err := sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("Bob <bob@x.test>"),
 		Subject: "Hi", Body: "**bold**"})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
@@ -169,7 +187,7 @@ func TestSendRecordsAndSends(t *testing.T) {
 	if want := "<" + m.ID + "@acme.test>"; p.sent[0].MessageID != want {
 		t.Errorf("Message-ID = %q, want %q", p.sent[0].MessageID, want)
 	}
-	if got := lim.State(0).PerMinute.Used; got != 1 {
+	if got := globalMinute(lim).Used; got != 1 {
 		t.Errorf("throttle used = %d, want 1", got)
 	}
 }
@@ -177,14 +195,14 @@ func TestSendRecordsAndSends(t *testing.T) {
 func TestSendProviderFailureGivesSlotBack(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{err: &providers.SendError{Code: 554, Err: errors.New("smtp: message rejected at 10.0.0.5:25: 554 no")}}
 	s, lim := newTestSender(t, st, p, 1, nil)
-	m, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
+	m, err := sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	if m.Status != store.StatusFailed || m.Error == nil || !strings.Contains(*m.Error, "554") || strings.Contains(*m.Error, "10.0.0.5") {
 		t.Fatalf("got status %q error %v, want failed with the reply code and no relay address", m.Status, m.Error)
 	}
-	st1 := lim.State(0).PerMinute
+	st1 := globalMinute(lim)
 	if p.attempts != 1 {
 		t.Errorf("provider attempts = %d, want 1: a permanent failure is not retried", p.attempts)
 	}
@@ -192,7 +210,7 @@ func TestSendProviderFailureGivesSlotBack(t *testing.T) {
 		t.Errorf("throttle after failure = %+v, want nothing counted", st1)
 	}
 	p.err = nil
-	if m, err = s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}); err != nil || m.Status != store.StatusSent {
+	if m, err = sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}); err != nil || m.Status != store.StatusSent {
 		t.Fatalf("next send at the limit = %v, %v; want sent", m, err)
 	}
 }
@@ -228,7 +246,7 @@ func TestSendStopsEarly(t *testing.T) {
 			if st.count() != 0 || len(p.sent) != 0 {
 				t.Errorf("recorded %d, sent %d; want nothing", st.count(), len(p.sent))
 			}
-			if w := lim.State(0).PerMinute; w.Used+w.InFlight != 0 {
+			if w := globalMinute(lim); w.Used+w.InFlight != 0 {
 				t.Errorf("throttle = %+v, want untouched", w)
 			}
 		})
@@ -238,16 +256,16 @@ func TestSendStopsEarly(t *testing.T) {
 func TestReplyCarriesThreadingHeaders(t *testing.T) {
 	st, p := newMemStore(), &fakeProvider{}
 	s, _ := newTestSender(t, st, p, 0, nil)
-	first, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
+	first, err := sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
+	second, err := sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
 		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	third, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
+	third, err := sendMsg(s, context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"),
 		Subject: "Re: s", ReplyToThreadID: first.ThreadID})
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +302,7 @@ func TestShutdownDrainsInFlightSends(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *store.Message)
 	go func() {
-		m, _ := s.Send(ctx, SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
+		m, _ := sendMsg(s, ctx, SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 		done <- m
 	}()
 	<-p.start
@@ -332,14 +350,14 @@ func (vanishingStore) CreateMessage(context.Context, *store.Message, []store.Att
 
 func TestSendFromInboxDeletedMeanwhile(t *testing.T) {
 	st, p := vanishingStore{newMemStore()}, &fakeProvider{}
-	lim := NewGlobalRateLimiter(1, 0)
-	s := NewSender(Options{Store: st, Provider: p, Limiter: lim})
+	lim := newLimiter(1)
+	s := NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(lim, newFakeClock())})
 	_, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"})
 	var nf *NotFoundError
 	if !errors.As(err, &nf) || nf.Kind != "Inbox" {
 		t.Fatalf("Send = %v, want Inbox not found", err)
 	}
-	if w := lim.State(NewSystemClock().Mono()).PerMinute; w.Used+w.InFlight != 0 || len(p.sent) != 0 {
+	if w := globalMinute(lim); w.Used+w.InFlight != 0 || len(p.sent) != 0 {
 		t.Errorf("throttle %+v, sent %d; want nothing taken, nothing sent", w, len(p.sent))
 	}
 }

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -23,28 +26,40 @@ type IdempotencyKey struct {
 	CreatedAt    time.Time
 }
 
+// claimTries bounds how often a claim races a holder that gives the key
+// back between the insert and the read.
+const claimTries = 8
+
 // ClaimIdempotencyKey stores k unless its key is already taken by a row
 // created at or after notBefore; an older row has expired and is replaced.
-// It returns nil if k was stored, or the row that holds the key.
+// It returns nil if k was stored, or the row that holds the key. A holder
+// that gives the key back between the conflicting insert and the read
+// makes it try again: the key is free then, and the caller's request must
+// not see the holder's absence as a missing resource.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, k *IdempotencyKey, notBefore time.Time) (*IdempotencyKey, error) {
 	k.CreatedAt = utc(k.CreatedAt)
 	db := s.db.WithContext(ctx)
 	if err := db.Where("key = ? AND created_at < ?", k.Key, utc(notBefore)).Delete(&IdempotencyKey{}).Error; err != nil {
 		return nil, wrap(err, "expire idempotency key")
 	}
-	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(k)
-	if res.Error != nil {
-		return nil, wrap(res.Error, "claim idempotency key")
+	for range claimTries {
+		res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(k)
+		if res.Error != nil {
+			return nil, wrap(res.Error, "claim idempotency key")
+		}
+		if res.RowsAffected == 1 {
+			return nil, nil
+		}
+		var held IdempotencyKey
+		err := db.Where("key = ?", k.Key).Take(&held).Error
+		if err == nil {
+			return &held, nil
+		}
+		if !errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, wrap(err, "idempotency key")
+		}
 	}
-	if res.RowsAffected == 1 {
-		return nil, nil
-	}
-	var held IdempotencyKey
-	if err := db.Where("key = ?", k.Key).Take(&held).Error; err != nil {
-		// Deleted between the two statements: the caller may try again.
-		return nil, wrap(err, "idempotency key")
-	}
-	return &held, nil
+	return nil, fmt.Errorf("store: claim idempotency key: given back and taken again %d times; try again", claimTries)
 }
 
 // CompleteIdempotencyKey stores the response of the request that holds key.

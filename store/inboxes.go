@@ -24,47 +24,25 @@ func (s *Store) CreateInbox(ctx context.Context, in *Inbox) error {
 
 // Inbox returns the inbox with the given id, or ErrNotFound. On one
 // server's database inboxes change only through this Store, so found
-// inboxes are cached until UpdateInbox or DeleteInbox. On a shared
-// database (ShareDatabase) it reads the database every time, and the copy
-// carries the version of the inboxes it was read at.
+// inboxes are cached until UpdateInbox or DeleteInbox. On a database
+// shared with other servers (ShareDatabase) it reads the database every
+// time, as a GET does, so that a PATCH of an inbox's limits on one server
+// holds on the next send through any other.
 func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
-	if s.inboxVersion != nil {
-		return s.readInbox(ctx, id)
+	if !s.shared.Load() {
+		if in, _, ok := s.inboxes.get(id); ok {
+			return &in, nil
+		}
 	}
-	return s.CachedInbox(ctx, id)
-}
-
-// CachedInbox is Inbox for a send: from memory if it was read before. On a
-// shared database the copy may be stale; its Version lets the shared
-// throttle tell, at admission (skuld.ErrStaleInbox), and the send reads it
-// again with Inbox.
-func (s *Store) CachedInbox(ctx context.Context, id string) (*Inbox, error) {
-	if in, _, ok := s.inboxes.get(id); ok {
-		return &in, nil
+	if !isText(id) {
+		return nil, notText("inbox", id)
 	}
-	return s.readInbox(ctx, id)
-}
-
-// readInbox reads an inbox from the database and caches it. On a shared
-// database it reads the version of the inboxes first: a change committed
-// in between makes the copy look older than it is, never newer. Without a
-// version (the throttle backend could not be asked) the copy is returned
-// as read just now and not cached.
-func (s *Store) readInbox(ctx context.Context, id string) (*Inbox, error) {
 	_, gen, _ := s.inboxes.get(id)
-	var (
-		version string
-		verr    error
-	)
-	if s.inboxVersion != nil {
-		version, verr = s.inboxVersion(ctx)
-	}
 	var in Inbox
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
 		return nil, wrap(err, "inbox %s", id)
 	}
-	if verr == nil {
-		in.Version = version
+	if !s.shared.Load() {
 		s.inboxes.put(in, gen)
 	}
 	return &in, nil
@@ -94,6 +72,9 @@ type InboxChanges struct {
 // UpdateInbox applies ch to inbox id at now and returns the inbox as
 // stored, or ErrNotFound.
 func (s *Store) UpdateInbox(ctx context.Context, id string, ch InboxChanges, now time.Time) (*Inbox, error) {
+	if !isText(id) {
+		return nil, notText("inbox", id)
+	}
 	defer s.inboxes.evict(id)
 	cols := map[string]any{"updated_at": utc(now)}
 	if ch.Name != nil {
@@ -120,6 +101,9 @@ func (s *Store) UpdateInbox(ctx context.Context, id string, ch InboxChanges, now
 // threads, messages and attachments. It returns ErrNotFound if there was no
 // such inbox.
 func (s *Store) DeleteInbox(ctx context.Context, id string) error {
+	if !isText(id) {
+		return notText("inbox", id)
+	}
 	defer s.inboxes.evict(id)
 	res := s.db.WithContext(ctx).Where("id = ?", id).Delete(&Inbox{})
 	if res.Error != nil {
@@ -143,8 +127,7 @@ func noLimit(limit int) int {
 const inboxCacheMax = 10000
 
 // inboxCache holds inboxes read from the database. On one server's
-// database this Store is the only writer, and the cache is current; on a
-// shared one each copy carries its version, checked at admission. A
+// database this Store is the only writer, and the cache is current. A
 // generation counter, bumped by every eviction, keeps a read that raced
 // with a delete from caching the deleted inbox.
 type inboxCache struct {

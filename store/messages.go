@@ -10,17 +10,70 @@ import (
 )
 
 // CreateMessage writes, in one transaction, newThread (if non-nil), m, its
-// attachments, the send's slot in the throttle's log (if slot is non-nil;
-// its ID and InboxID are m's), and moves the thread's last_message_at
-// forward to m.CreatedAt. Either all of it is stored or none.
+// attachments with their content, the send's slot in the throttle's log
+// (if slot is non-nil; its ID and InboxID are m's), and moves the thread's
+// last_message_at forward to m.CreatedAt. Either all of it is stored or none.
 //
 // The arguments are completed in place with what is stored: empty ids get
 // new UUIDs (m.ThreadID defaults to newThread.ID), a zero m.CreatedAt
 // becomes now, the thread's and attachments' zero times become
-// m.CreatedAt, an empty Direction is outbound and an empty Status is
-// sending; all times are normalized to UTC microseconds. A missing inbox or
-// thread gives ErrNotFound.
+// m.CreatedAt, attachments take m's ids and their place in atts, an empty
+// Direction is outbound and an empty Status is sending; all times are
+// normalized to UTC microseconds. A missing inbox or thread gives
+// ErrNotFound.
 func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment, newThread *Thread, slot *SendSlot) error {
+	s.prepareCreate(m, atts, newThread, slot)
+	if s.driver == DriverPostgres && len(atts) == 0 {
+		err := s.createMessagePostgres(ctx, m, newThread, slot)
+		return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return s.insertMessage(tx, m, atts, newThread, slot)
+	})
+	return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
+}
+
+// insertMessage is CreateMessage's writes inside tx; the arguments are
+// prepared.
+func (s *Store) insertMessage(tx *gorm.DB, m *Message, atts []Attachment, newThread *Thread, slot *SendSlot) error {
+	if newThread != nil {
+		if err := tx.Create(newThread).Error; err != nil {
+			return err
+		}
+	}
+	if err := tx.Create(m).Error; err != nil {
+		return err
+	}
+	if slot != nil {
+		if err := tx.Create(slot).Error; err != nil {
+			return err
+		}
+	}
+	if len(atts) > 0 {
+		if err := tx.Create(&atts).Error; err != nil {
+			return err
+		}
+		if err := s.releaseConnBuffers(tx); err != nil {
+			return err
+		}
+	}
+	if newThread != nil && newThread.ID == m.ThreadID && !newThread.LastMessageAt.Before(m.CreatedAt) {
+		// The thread was written just above with this message's time:
+		// on PostgreSQL the UPDATE would be one more round trip per send.
+		return nil
+	}
+	// Only forward: a message created earlier but committed later must
+	// not make the thread look older than it is.
+	res := tx.Model(&Thread{}).Where("id = ?", m.ThreadID).Update("last_message_at",
+		gorm.Expr("CASE WHEN last_message_at < ? THEN ? ELSE last_message_at END", m.CreatedAt, m.CreatedAt))
+	if res.Error == nil && res.RowsAffected == 0 {
+		return gorm.ErrRecordNotFound
+	}
+	return res.Error
+}
+
+// prepareCreate completes CreateMessage's arguments as it documents.
+func (s *Store) prepareCreate(m *Message, atts []Attachment, newThread *Thread, slot *SendSlot) {
 	prepareMessage(m, s.db.NowFunc)
 	if slot != nil {
 		prepareSlot(slot, m)
@@ -36,66 +89,33 @@ func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment
 	for i := range atts {
 		a := &atts[i]
 		newID(&a.ID)
-		a.MessageID = m.ID
+		a.MessageID, a.InboxID, a.ThreadID, a.Position = m.ID, m.InboxID, m.ThreadID, i
 		a.CreatedAt = utc(orTime(a.CreatedAt, m.CreatedAt))
 	}
-
-	if s.driver == DriverPostgres && len(atts) == 0 {
-		err := s.createMessagePostgres(ctx, m, newThread, slot)
-		return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
-	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if newThread != nil {
-			if err := tx.Create(newThread).Error; err != nil {
-				return err
-			}
-		}
-		if err := tx.Create(m).Error; err != nil {
-			return err
-		}
-		if slot != nil {
-			if err := tx.Create(slot).Error; err != nil {
-				return err
-			}
-		}
-		if len(atts) > 0 {
-			if err := tx.Create(&atts).Error; err != nil {
-				return err
-			}
-		}
-		if newThread != nil && newThread.ID == m.ThreadID && !newThread.LastMessageAt.Before(m.CreatedAt) {
-			// The thread was written just above with this message's time:
-			// on PostgreSQL the UPDATE would be one more round trip per send.
-			return nil
-		}
-		// Only forward: a message created earlier but committed later must
-		// not make the thread look older than it is.
-		res := tx.Model(&Thread{}).Where("id = ?", m.ThreadID).Update("last_message_at",
-			gorm.Expr("CASE WHEN last_message_at < ? THEN ? ELSE last_message_at END", m.CreatedAt, m.CreatedAt))
-		if res.Error == nil && res.RowsAffected == 0 {
-			return gorm.ErrRecordNotFound
-		}
-		return res.Error
-	})
-	return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
 }
 
+// prepareMessage completes m as CreateMessage documents.
 func prepareMessage(m *Message, now func() time.Time) {
 	newID(&m.ID)
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = now()
 	}
 	m.CreatedAt = utc(m.CreatedAt)
-	if m.SentAt != nil {
-		t := utc(*m.SentAt)
-		m.SentAt = &t
-	}
+	m.SentAt, m.ScheduledAt, m.NextAttemptAt = utcPtr(m.SentAt), utcPtr(m.ScheduledAt), utcPtr(m.NextAttemptAt)
 	if m.Direction == "" {
 		m.Direction = DirectionOutbound
 	}
 	if m.Status == "" {
 		m.Status = StatusSending
 	}
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := utc(*t)
+	return &u
 }
 
 func orTime(t, fallback time.Time) time.Time {
@@ -111,6 +131,9 @@ type Outcome struct {
 	ProviderMessageID *string
 	Error             *string
 	SentAt            *time.Time
+	// NextAttemptAt is, for a dispatched message put back (a held
+	// status, by FinishHeld), when it is next expected to go, if known.
+	NextAttemptAt *time.Time
 	// CountedAt, when set, marks the send's slot in the throttle's log
 	// counted from then: it went out, or may have. Nil removes the slot:
 	// the send certainly failed and counts nothing.
@@ -176,6 +199,9 @@ func settleSlot(tx *gorm.DB, id string, countedAt *time.Time) *gorm.DB {
 
 // Message returns the message with the given id, or ErrNotFound.
 func (s *Store) Message(ctx context.Context, id string) (*Message, error) {
+	if !isText(id) {
+		return nil, notText("message", id)
+	}
 	var m Message
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&m).Error; err != nil {
 		return nil, wrap(err, "message %s", id)
@@ -205,14 +231,22 @@ type MessageFilter struct {
 	// /v1/search has no total, and for a common word the count is half the
 	// cost of a search.
 	SkipTotal bool
-	Limit     int
-	Offset    int
+	// Status, when set, keeps the messages with that status.
+	Status string
+	Limit  int
+	Offset int
 }
 
 // Messages returns a page of the messages matching f, newest first, and how
 // many match in all (-1 with SkipTotal). The queries run under ctx: a cancelled or expired
 // context stops them and its error is returned wrapped.
 func (s *Store) Messages(ctx context.Context, f MessageFilter) ([]Message, int64, error) {
+	if !isText(f.InboxID) || !isText(f.ThreadID) || !isText(f.Query) {
+		if f.SkipTotal {
+			return []Message{}, -1, nil
+		}
+		return []Message{}, 0, nil // matches nothing (see isText)
+	}
 	where := func(db *gorm.DB) *gorm.DB {
 		if f.InboxID != "" {
 			// On SQLite the inbox index would otherwise drive the query and
@@ -226,6 +260,9 @@ func (s *Store) Messages(ctx context.Context, f MessageFilter) ([]Message, int64
 		}
 		if f.ThreadID != "" {
 			db = db.Where("thread_id = ?", f.ThreadID)
+		}
+		if f.Status != "" {
+			db = db.Where("status = ?", f.Status)
 		}
 		if f.Query != "" {
 			db = s.searchCondition(db, f.Query, f.ContentOnly)

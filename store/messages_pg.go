@@ -16,9 +16,10 @@ import (
 var messageInsert = `INSERT INTO messages (id, thread_id, inbox_id, direction, status, error,
 	provider_message_id, message_id_header, in_reply_to, references_header, subject, from_address,
 	to_addresses, cc_addresses, bcc_addresses, reply_to_addresses, labels, metadata, body_text,
-	body_html, size, created_at, sent_at)
+	body_html, size, created_at, sent_at, scheduled_at, next_attempt_at)
 	SELECT ` + strings.TrimSuffix(strings.Repeat("?, ", 20), ", ") +
-	`, CAST(? AS bigint), CAST(? AS timestamptz), CAST(? AS timestamptz) FROM t`
+	`, CAST(? AS bigint), CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz),
+	CAST(? AS timestamptz) FROM t`
 
 const newThreadCTE = `WITH t AS (INSERT INTO threads (id, inbox_id, subject, summary,
 	participant_hash, last_message_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id) `
@@ -30,8 +31,8 @@ const replyThreadCTE = `WITH t AS (UPDATE threads SET last_message_at = GREATEST
 
 // slotCTE writes the send's slot in the throttle's log, only if the thread
 // was written (FROM t), like the message.
-const slotCTE = `, l AS (INSERT INTO send_log (id, inbox_id, reserved_at, deadline, counted_at)
-	SELECT ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz) FROM t) `
+const slotCTE = `, l AS (INSERT INTO send_log (id, inbox_id, scope, reserved_at, deadline, counted_at)
+	SELECT ?, ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz) FROM t) `
 
 // createMessagePostgres writes a message without attachments, with its new
 // thread or moving its existing one, and its slot, in ONE statement. A data-modifying CTE
@@ -51,13 +52,13 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 	}
 	if slot != nil {
 		sql += slotCTE
-		vars = append(vars, slot.ID, slot.InboxID, slot.ReservedAt, slot.Deadline, slot.CountedAt)
+		vars = append(vars, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline, slot.CountedAt)
 	}
 	sql += messageInsert
 	vars = append(vars, m.ID, m.ThreadID, m.InboxID, m.Direction, m.Status, m.Error,
 		m.ProviderMessageID, m.MessageIDHeader, m.InReplyTo, m.References, m.Subject, m.FromAddress,
 		m.ToAddresses, m.CcAddresses, m.BccAddresses, m.ReplyToAddresses, m.Labels, m.Metadata, m.Text,
-		m.HTML, m.Size, m.CreatedAt, m.SentAt)
+		m.HTML, m.Size, m.CreatedAt, m.SentAt, m.ScheduledAt, m.NextAttemptAt)
 	res := s.db.WithContext(ctx).Exec(sql, vars...)
 	if res.Error == nil && res.RowsAffected == 0 {
 		return gorm.ErrRecordNotFound // the reply's thread does not exist

@@ -63,7 +63,7 @@ func (s *Store) headColumns() string {
 	}
 	return `id, thread_id, inbox_id, direction, status, error, provider_message_id, message_id_header,
 	in_reply_to, references_header, subject, from_address, to_addresses, cc_addresses, bcc_addresses,
-	reply_to_addresses, labels, metadata, size, created_at, sent_at, ` +
+	reply_to_addresses, labels, metadata, size, created_at, sent_at, scheduled_at, next_attempt_at, ` +
 		strings.Replace(size, "%s", "body_text", 1) + ` AS text_bytes, ` +
 		strings.Replace(size, "%s", "body_html", 1) + ` AS html_bytes`
 }

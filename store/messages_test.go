@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -88,7 +89,8 @@ func TestMessageColumnsRoundTrip(t *testing.T) {
 			m.BccAddresses = StringList{"bcc@example.org"}
 			m.ReplyToAddresses = StringList{"reply@example.org"}
 			m.Labels = StringList{"sent", "é"}
-			m.Metadata = JSONObject{"n": 1.5, "nested": map[string]any{"k": "v"}, "list": []any{"x"}}
+			m.Metadata = JSONObject{"n": json.Number("1.5"), "id": json.Number("12345678901234567890"),
+				"nested": map[string]any{"k": "v"}, "list": []any{"x"}}
 			m.Text, m.HTML, m.Size = "**hi**", "<p><strong>hi</strong></p>", 1234
 		})
 		bare, _ := mustSend(t, s, in, th, t0.Add(time.Second), func(m *Message) {

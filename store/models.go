@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"database/sql/driver"
 	"encoding/json"
 	"fmt"
@@ -8,12 +9,23 @@ import (
 )
 
 // Message statuses. A message is written as StatusSending before the
-// provider is called and moves to exactly one of the other two afterwards.
+// provider is called and moves to exactly one of StatusSent and
+// StatusFailed afterwards. A held message (issue 19) is written first as
+// StatusScheduled or StatusQueued and becomes StatusSending when it is
+// dispatched, or StatusCanceled (or StatusFailed, expired or blocked)
+// without ever being sent.
 const (
-	StatusSending = "sending"
-	StatusSent    = "sent"
-	StatusFailed  = "failed"
+	StatusScheduled = "scheduled"
+	StatusQueued    = "queued"
+	StatusSending   = "sending"
+	StatusSent      = "sent"
+	StatusFailed    = "failed"
+	StatusCanceled  = "canceled"
 )
+
+// Held reports whether status is one of a message not yet dispatched,
+// which its sender may still cancel or reschedule.
+func Held(status string) bool { return status == StatusScheduled || status == StatusQueued }
 
 // DirectionOutbound is the only direction this server writes.
 const DirectionOutbound = "outbound"
@@ -29,10 +41,6 @@ type Inbox struct {
 	RateLimitPerHour   *int
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
-	// Version is, on a database shared by several servers, the version of
-	// the inboxes this copy was read at (see Store.CachedInbox); "" for a
-	// copy read just now, or on one server's database.
-	Version string `gorm:"-"`
 }
 
 // Thread is a row of the threads table: a conversation inside one inbox.
@@ -68,8 +76,9 @@ type Message struct {
 	CcAddresses      StringList
 	BccAddresses     StringList
 	ReplyToAddresses StringList
-	// Text is the Markdown body as sent (text/plain); HTML is the text/html
-	// part as sent.
+	// Text is the text/plain part as sent: the Markdown body, or the text
+	// derived from the HTML when only HTML was given; HTML is the
+	// text/html part as sent.
 	Text      string `gorm:"column:body_text"`
 	HTML      string `gorm:"column:body_html"`
 	Labels    StringList
@@ -77,23 +86,40 @@ type Message struct {
 	Size      int
 	CreatedAt time.Time
 	SentAt    *time.Time
+	// ScheduledAt is when a scheduled message is due; NextAttemptAt is
+	// when a queued one's windows are next expected to have room. Both are
+	// nil for a message sent at once.
+	ScheduledAt   *time.Time
+	NextAttemptAt *time.Time
 	// TextBytes and HTMLBytes are the bodies' sizes, read instead of the
 	// bodies by Messages with OmitBodies; they are not columns.
 	TextBytes int64 `gorm:"->;-:migration"`
 	HTMLBytes int64 `gorm:"->;-:migration"`
 }
 
-// Attachment is a row of the attachments table. Only the description of a
-// file is kept, not its content: the content went out with the message.
+// Attachment is a row of the attachments table: a file sent with a
+// message, its description and (from migration 0009) its content.
 type Attachment struct {
-	ID          string `gorm:"primaryKey"`
-	MessageID   string
+	ID        string `gorm:"primaryKey"`
+	MessageID string
+	// InboxID and ThreadID are the message's, and Position the
+	// attachment's place in it (from 0); CreateMessage sets all three.
+	InboxID     string
+	ThreadID    string
+	Position    int
 	Filename    string
 	ContentType string
 	Disposition string
 	ContentID   *string
 	Size        int
-	CreatedAt   time.Time
+	// ContentHash is the SHA-256 of Content in hex; nil for an attachment
+	// sent before contents were kept, which has none.
+	ContentHash *string
+	// Content is written with the row and never read back into it: a
+	// description is read without it (it can be 25 MB), and
+	// AttachmentContent reads it alone.
+	Content   []byte `gorm:"->:false;<-:create"`
+	CreatedAt time.Time
 }
 
 // StringList is a list of strings kept as a JSON array in a text column, so
@@ -131,14 +157,18 @@ func (o JSONObject) Value() (driver.Value, error) {
 	return string(b), err
 }
 
-// Scan implements sql.Scanner.
+// Scan implements sql.Scanner. Numbers come back as json.Number, digit
+// for digit as they were stored: a client's 20-digit order id must not
+// come back as a rounded float64.
 func (o *JSONObject) Scan(src any) error {
 	b, err := textBytes(src)
 	if err != nil || len(b) == 0 {
 		*o = JSONObject{}
 		return err
 	}
-	return json.Unmarshal(b, (*map[string]any)(o))
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode((*map[string]any)(o))
 }
 
 func textBytes(src any) ([]byte, error) {

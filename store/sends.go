@@ -15,8 +15,11 @@ const interruptedError = "interrupted: the server stopped before the provider an
 // kept apart from messages so that deleting an inbox, which deletes its
 // messages, cannot make the throttle forget sends that still count.
 type SendSlot struct {
-	ID         string `gorm:"primaryKey"` // the message's id
-	InboxID    string
+	ID      string `gorm:"primaryKey"` // the message's id
+	InboxID string
+	// Scope is the key of the inbox's throttle windows (its address), so
+	// that a send still counts for an inbox deleted and created again.
+	Scope      string
 	ReservedAt time.Time
 	// Deadline is the latest moment the send can go out.
 	Deadline time.Time
@@ -39,8 +42,15 @@ func prepareSlot(sl *SendSlot, m *Message) {
 
 // CountedSend is one send that counts against the throttle.
 type CountedSend struct {
-	InboxID string
-	At      time.Time
+	Scope string // the key of its inbox's windows
+	At    time.Time
+}
+
+// PendingSend is one send in flight: it counts until Deadline at the
+// latest.
+type PendingSend struct {
+	Scope    string
+	Deadline time.Time
 }
 
 // CountedSends returns, oldest first, the sends counted since since, with
@@ -48,17 +58,36 @@ type CountedSend struct {
 // ResolveInterrupted, to restore the throttle across a restart.
 func (s *Store) CountedSends(ctx context.Context, since time.Time) ([]CountedSend, error) {
 	var rows []struct {
-		InboxID   string
+		Scope     string
 		CountedAt time.Time
 	}
-	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("inbox_id, counted_at").
+	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("scope, counted_at").
 		Where("counted_at >= ?", utc(since)).Order("counted_at").Find(&rows).Error
 	if err != nil {
 		return nil, wrap(err, "counted sends since %s", since)
 	}
 	out := make([]CountedSend, len(rows))
 	for i, r := range rows {
-		out[i] = CountedSend{InboxID: r.InboxID, At: r.CountedAt.UTC()}
+		out[i] = CountedSend{Scope: r.Scope, At: r.CountedAt.UTC()}
+	}
+	return out, nil
+}
+
+// PendingSends returns the sends in flight whose deadline is after now:
+// what a shared throttle whose state was lost must count as in flight.
+func (s *Store) PendingSends(ctx context.Context, now time.Time) ([]PendingSend, error) {
+	var rows []struct {
+		Scope    string
+		Deadline time.Time
+	}
+	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("scope, deadline").
+		Where("counted_at IS NULL AND deadline > ?", utc(now)).Order("deadline").Find(&rows).Error
+	if err != nil {
+		return nil, wrap(err, "pending sends at %s", now)
+	}
+	out := make([]PendingSend, len(rows))
+	for i, r := range rows {
+		out[i] = PendingSend{Scope: r.Scope, Deadline: r.Deadline.UTC()}
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@ func sendWithSlot(t *testing.T, s *Store, in *Inbox, reserved, lease time.Durati
 	at := t0.Add(reserved)
 	m := &Message{InboxID: in.ID, Status: StatusSending, MessageIDHeader: "<x@example.com>", Subject: "s",
 		FromAddress: in.EmailAddress, CreatedAt: at}
-	slot := &SendSlot{ReservedAt: at, Deadline: at.Add(lease)}
+	slot := &SendSlot{Scope: in.EmailAddress, ReservedAt: at, Deadline: at.Add(lease)}
 	if err := s.CreateMessage(context.Background(), m, nil, &Thread{InboxID: in.ID, Subject: "s", ParticipantHash: "h"}, slot); err != nil {
 		t.Fatalf("CreateMessage: %v", err)
 	}
@@ -37,7 +37,7 @@ func counted(t *testing.T, s *Store, since time.Time) string {
 	}
 	var got []time.Time
 	for _, c := range sends {
-		if c.At.Location() != time.UTC || c.InboxID == "" {
+		if c.At.Location() != time.UTC || c.Scope == "" {
 			t.Errorf("got %+v, want UTC with its inbox", c)
 		}
 		got = append(got, c.At)
@@ -151,6 +151,26 @@ func TestPruneSendLog(t *testing.T) {
 		}
 		if n, err := s.ResolveInterrupted(ctx, t0); err != nil || n != 1 {
 			t.Errorf("the in-flight slot was pruned: ResolveInterrupted got (%d, %v), want (1, nil)", n, err)
+		}
+	})
+}
+
+// TestPendingSends lists the sends in flight until a deadline after now,
+// each with its inbox's scope: what a lost shared throttle state is
+// rebuilt with.
+func TestPendingSends(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		in := mustCreateInbox(t, s, "p@example.com")
+		sendWithSlot(t, s, in, 0, time.Minute)                   // in flight until t0+1m
+		sendWithSlot(t, s, in, -2*time.Minute, time.Minute)      // past its deadline
+		done := sendWithSlot(t, s, in, time.Second, time.Minute) // settled
+		settle(t, s, done, StatusSent, &t0)
+		got, err := s.PendingSends(context.Background(), t0.Add(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Scope != "p@example.com" || !got[0].Deadline.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("PendingSends = %+v, want the one in flight until t0+1m, scoped by its address", got)
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -54,6 +55,18 @@ type Options struct {
 	// MaxOpenConns is the PostgreSQL pool size; 0 means 20. SQLite always
 	// uses one connection.
 	MaxOpenConns int
+	// Schemas are the parts that keep tables of their own in the same
+	// database, migrated by their own code after the app's migrations.
+	Schemas []Schema
+}
+
+// Schema is a part with tables of its own in the store's database (the
+// shared throttle's state): Migrate brings them up to date, Current says
+// whether they are.
+type Schema struct {
+	Name    string
+	Migrate func(context.Context, *sql.DB) error
+	Current func(context.Context, *sql.DB) (bool, error)
 }
 
 // Store is the database. It is safe for concurrent use.
@@ -66,8 +79,9 @@ type Store struct {
 	closeErr  error
 
 	inboxes inboxCache
-	// inboxVersion is set on a shared database: see ShareDatabase.
-	inboxVersion func(context.Context) (string, error)
+	shared  atomic.Bool // see ShareDatabase
+	schemas []Schema
+	path    string // the SQLite file; "" for PostgreSQL or an in-memory database
 }
 
 // Open connects to the database described by o and pings it. It does not
@@ -111,7 +125,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("store: open gorm: %w", err)
 	}
-	return &Store{db: db, sqlDB: sqlDB, driver: o.Driver}, nil
+	st := &Store{db: db, sqlDB: sqlDB, driver: o.Driver, schemas: o.Schemas}
+	if o.Driver == DriverSQLite && o.DSN != ":memory:" {
+		st.path = o.DSN
+	}
+	return st, nil
 }
 
 func openPostgres(o Options) (*sql.DB, error) {
@@ -121,7 +139,7 @@ func openPostgres(o Options) (*sql.DB, error) {
 	}
 	// pgx returns timestamptz in the process's local zone; the store
 	// promises UTC whatever the server's TZ.
-	sqlDB := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(_ context.Context, c *pgx.Conn) error {
+	sqlDB := stdlib.OpenDB(*cfg, stdlib.OptionShouldPing(checkBeforeUse), stdlib.OptionAfterConnect(func(_ context.Context, c *pgx.Conn) error {
 		c.TypeMap().RegisterType(&pgtype.Type{
 			Name:  "timestamptz",
 			OID:   pgtype.TimestamptzOID,
@@ -197,20 +215,50 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// Migrate brings the schema up to date; see migrations.Apply.
+// Migrate brings the schema up to date (see migrations.Apply), then each
+// of Options.Schemas.
 func (s *Store) Migrate(ctx context.Context) error {
-	if err := migrations.Apply(ctx, s.sqlDB, s.driver); err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
+	_, err := s.MigrateListed(ctx)
+	return err
+}
+
+// MigrateListed is Migrate, and names the migrations it applied; see
+// migrations.ApplyListed.
+func (s *Store) MigrateListed(ctx context.Context) ([]string, error) {
+	applied, err := migrations.ApplyListed(ctx, s.sqlDB, s.driver)
+	if err != nil {
+		return applied, fmt.Errorf("store: migrate: %w", err)
 	}
-	return nil
+	for _, sc := range s.schemas {
+		current, err := sc.Current(ctx, s.sqlDB)
+		if err == nil && !current {
+			if err = sc.Migrate(ctx, s.sqlDB); err == nil {
+				applied = append(applied, sc.Name+" schema")
+			}
+		}
+		if err != nil {
+			return applied, fmt.Errorf("store: migrate %s: %w", sc.Name, err)
+		}
+	}
+	return applied, nil
 }
 
 // PendingMigrations lists the migrations Migrate would apply, without
-// applying them; see migrations.Pending.
+// applying them (see migrations.Pending), and each of Options.Schemas that
+// is not current.
 func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
 	names, err := migrations.Pending(ctx, s.sqlDB, s.driver)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending migrations: %w", err)
+	}
+	for _, sc := range s.schemas {
+		ok, err := sc.Current(ctx, s.sqlDB)
+		if err != nil {
+			return nil, fmt.Errorf("store: %s schema: %w", sc.Name, err)
+		}
+		if !ok {
+			names = append(names, sc.Name+" schema")
+		}
 	}
 	return names, nil
 }
@@ -231,6 +279,11 @@ func (s *Store) Ready(ctx context.Context) error {
 	}
 	if current != latest {
 		return fmt.Errorf("%w: at version %d, want %d", ErrSchemaNotCurrent, current, latest)
+	}
+	for _, sc := range s.schemas {
+		if ok, err := sc.Current(ctx, s.sqlDB); err != nil || !ok {
+			return fmt.Errorf("%w: %s schema (%v)", ErrSchemaNotCurrent, sc.Name, err)
+		}
 	}
 	return nil
 }
@@ -266,6 +319,12 @@ func wrap(err error, format string, args ...any) error {
 	case errors.Is(err, gorm.ErrForeignKeyViolated):
 		// The parent row (an inbox or thread) was deleted meanwhile.
 		return fmt.Errorf("%w: %s: %w", ErrNotFound, msg, err)
+	case lostConnection(err):
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, msg, err)
 	}
 	return fmt.Errorf("store: %s: %w", msg, err)
 }
+
+// SQL is the database handle, for the parts that keep tables of their own
+// in it and speak database/sql (River, through Options.Schemas).
+func (s *Store) SQL() *sql.DB { return s.sqlDB }

@@ -10,6 +10,9 @@ const threadColumns = "threads.*, " +
 // Thread returns the thread with the given id, MessageCount filled, or
 // ErrNotFound.
 func (s *Store) Thread(ctx context.Context, id string) (*Thread, error) {
+	if !isText(id) {
+		return nil, notText("thread", id)
+	}
 	var t Thread
 	err := s.db.WithContext(ctx).Select(threadColumns).Where("threads.id = ?", id).Take(&t).Error
 	if err != nil {
@@ -23,6 +26,9 @@ func (s *Store) Thread(ctx context.Context, id string) (*Thread, error) {
 // threads; it is not an error here.
 func (s *Store) Threads(ctx context.Context, inboxID string, limit, offset int) ([]Thread, error) {
 	ts := []Thread{}
+	if !isText(inboxID) {
+		return ts, nil // matches nothing (see isText)
+	}
 	err := s.db.WithContext(ctx).Select(threadColumns).Where("threads.inbox_id = ?", inboxID).
 		Order("threads.last_message_at DESC, threads.id DESC").
 		Limit(noLimit(limit)).Offset(offset).Find(&ts).Error

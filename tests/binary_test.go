@@ -23,11 +23,7 @@ import (
 // with SIGTERM and expects a clean exit.
 func TestBinaryServesAndShutsDownGracefully(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "nornweave")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/nornweave")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := nornweaveBinary(t) // built once for every test that runs the binary
 	port := freePort(t)
 	cmd := exec.Command(bin)
 	cmd.Dir = dir

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -16,26 +17,26 @@ import (
 
 // One server is killed (SIGKILL) while it holds reservations whose sends
 // reached the SMTP server but were never answered: the other server counts
-// them as in flight, then — once their lease (SEND_RETRY_DEADLINE + the
-// 60 s attempt timeout + the backend's 5 s margin) has run out — as sent at
-// their deadline, and the slots come back a window later: never before a
-// send made at the last moment of its lease could have left the window.
+// them as in flight, then — once their lease (SEND_RETRY_DEADLINE +
+// SEND_TIMEOUT + the backend's 5 s margin) has run out — as sent at their
+// deadline, and the slots come back a window later: never before a send
+// made at the last moment of its lease could have left the window.
 //
-// It waits out a real lease and a real minute (about two minutes), since
-// the backends stamp time with their own clocks; both backends run in
-// parallel.
+// The backends stamp time with their own clocks, so it waits out a real
+// lease, short here (SEND_TIMEOUT=5s), and a real minute: about 75 s, both
+// backends in parallel.
 func TestClusterCrashReclaimsAfterLease(t *testing.T) {
 	const (
 		limit      = 5
 		held       = 3
-		leaseFloor = 1*time.Second + 60*time.Second + 5*time.Second // retry deadline + attempt + margin
+		leaseFloor = 1*time.Second + 5*time.Second + 5*time.Second // retry deadline + attempt + margin
 	)
 	for _, backend := range sharedBackends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			mx := smtptest.Start(t)
 			env := clusterEnv(t, backend, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE="+strconv.Itoa(limit),
-				"SEND_RETRY_DEADLINE=1s", "SEND_RETRY_MAX=0")
+				"SEND_RETRY_DEADLINE=1s", "SEND_RETRY_MAX=0", "SEND_TIMEOUT=5s")
 			victim, survivor := startProc(t, env), startProc(t, env)
 			inbox := survivor.createInbox(t, "support")
 
@@ -99,16 +100,9 @@ func TestClusterCrashReclaimsAfterLease(t *testing.T) {
 // ERROR; when Redis is back, both are throttled again. Every 201 reached the
 // SMTP server and no 503 did.
 func TestClusterRedisDownFailPolicy(t *testing.T) {
+	t.Parallel() // mostly waiting: it runs beside TestSIGTERMWaitsForTheLongestLease
 	port := freePort(t)
-	startRedis := func() *exec.Cmd {
-		cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--save", "", "--appendonly", "no")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server (install it with scripts/ensure-redis.sh): %v", err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
-	}
+	startRedis := func() *exec.Cmd { return startRedisServer(t, port) }
 	redisProc := startRedis()
 
 	mx := smtptest.Start(t)
@@ -129,9 +123,27 @@ func TestClusterRedisDownFailPolicy(t *testing.T) {
 		t.Errorf("503 without Retry-After or code: %v %s", r.Header, r.Body)
 	}
 	mustStatus(t, closed.do(t, "GET", "/v1/rate-limit", nil), http.StatusServiceUnavailable)
+	// Readiness says so (issue 15, item 9): a server whose every send
+	// would get 503 is not ready; one under THROTTLE_FAIL=open still is.
+	for _, c := range []struct {
+		p      *proc
+		status int
+	}{{closed, http.StatusServiceUnavailable}, {open, http.StatusOK}} {
+		r := c.p.do(t, "GET", "/ready", nil)
+		mustStatus(t, r, c.status)
+		if checks, _ := r.JSON(t)["checks"].(map[string]any); checks["throttle"] != "unreachable" {
+			t.Errorf("/ready checks = %v, want the throttle unreachable", checks)
+		}
+	}
+	if m := closed.do(t, "GET", "/metrics", nil); !strings.Contains(string(m.Body), `nornweave_throttle_backend_up{backend="redis"} 0`) {
+		t.Errorf("metrics lack the backend down:\n%s", m.Body)
+	}
 	mustStatus(t, open.send(t, inbox, "bob@customer.test"), http.StatusCreated)
 	if !strings.Contains(open.log.String(), `"level":"ERROR","msg":"throttle backend unreachable; sending unthrottled`) {
 		t.Errorf("fail-open send not logged at ERROR:\n%s", open.log.String())
+	}
+	if m := open.do(t, "GET", "/metrics", nil); !strings.Contains(string(m.Body), "nornweave_throttle_unthrottled_sends_total 1") {
+		t.Errorf("metrics lack the send admitted unthrottled:\n%s", m.Body)
 	}
 	if n := mx.Count(); n != 3 {
 		t.Fatalf("%d messages at the SMTP server, want 3 (the 201s only)", n)
@@ -141,10 +153,13 @@ func TestClusterRedisDownFailPolicy(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool {
 		return closed.send(t, inbox, "bob@customer.test").Status == http.StatusCreated
 	})
+	// Redis came back empty (no persistence): the state is rebuilt from
+	// the database's send record before anything is admitted, so the three
+	// sends from before (the unthrottled one too) still count. A commit
+	// that was on its way when Redis went may count twice: the safe side.
 	w := closed.rateLimitWindow(t, "per_minute")
-	if w["used"] != float64(1) {
-		// Redis came back empty (no persistence): only what it counted since.
-		t.Errorf("after Redis is back: %v, want used 1", w)
+	if used, _ := w["used"].(float64); used < 4 {
+		t.Errorf("after Redis is back: %v, want the 3 earlier sends and the new one (used ≥ 4)", w)
 	}
 	if n := mx.Count(); n != 4 {
 		t.Fatalf("%d messages at the SMTP server, want 4", n)
@@ -154,12 +169,69 @@ func TestClusterRedisDownFailPolicy(t *testing.T) {
 // waitFor polls cond every 100 ms until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 	t.Helper()
+	if !waitUntil(d, cond) {
+		t.Fatalf("condition not met within %v", d)
+	}
+}
+
+// waitUntil polls cond every 100 ms until it holds (true) or d passes.
+func waitUntil(d time.Duration, cond func() bool) bool {
 	for end := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
 		if cond() {
-			return
+			return true
 		}
 		if time.Now().After(end) {
-			t.Fatalf("condition not met within %v", d)
+			return false
 		}
+	}
+}
+
+// startRedisServer runs a Redis of the test's own on port, keeping nothing
+// on disk, until the test ends.
+func startRedisServer(t *testing.T, port int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server (install it with scripts/ensure-redis.sh): %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return cmd
+		}
+		if time.Now().After(end) {
+			t.Fatalf("redis-server on port %d never answered", port)
+		}
+	}
+}
+
+// A Redis that lost its data (FLUSHDB, a restart without persistence) is
+// noticed: the state is rebuilt from the database's send record before
+// anything more is admitted, and the loss is logged at ERROR (issue 15,
+// item 6: after a FLUSHDB, 5 more were admitted at a limit of 5, and
+// nothing was logged).
+func TestRedisFlushIsRebuiltFromTheSendRecord(t *testing.T) {
+	port := freePort(t)
+	startRedisServer(t, port)
+	mx := smtptest.Start(t)
+	p := startProc(t, procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis",
+		fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", port), "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=5"))
+	inbox := p.createInbox(t, "support")
+	for range 5 {
+		mustStatus(t, p.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+	}
+	if out, err := exec.Command("redis-cli", "-p", strconv.Itoa(port), "FLUSHDB").CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli FLUSHDB: %v %s", err, out)
+	}
+	for range 5 {
+		mustStatus(t, p.send(t, inbox, "bob@customer.test"), http.StatusTooManyRequests)
+	}
+	if n := mx.Count(); n != 5 {
+		t.Fatalf("%d messages at the SMTP server, want the 5 from before the flush only", n)
+	}
+	if !strings.Contains(p.log.String(), `"level":"ERROR","msg":"throttle state vanished`) {
+		t.Errorf("the loss was not logged at ERROR:\n%s", p.log.String())
 	}
 }

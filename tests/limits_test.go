@@ -46,7 +46,7 @@ func TestListPagesAreCappedInBytes(t *testing.T) {
 			t.Errorf("page at %d is %d bytes, want at most the 8 MiB cap plus one message", offset, len(r.Body))
 		}
 		for _, it := range page.Items {
-			if len(it) != 26 || it["text"] != body || it["content_clean"] != body {
+			if len(it) != 28 || it["text"] != body || it["content_clean"] != body {
 				t.Errorf("item %v has %d keys or lost its body", it["id"], len(it))
 			}
 			if seen[it["id"].(string)] {

@@ -34,8 +34,8 @@ func TestMetricsMoveAfterSendFailureAndRefusal(t *testing.T) {
 	mustStatus(t, r, http.StatusOK)
 	body := string(r.Body)
 	for _, want := range []string{
-		`nornweave_sends_total{outcome="failed",provider="smtp"} 1`,
-		`nornweave_sends_total{outcome="sent",provider="smtp"} 1`,
+		`nornweave_sends_total{cause="rejected",outcome="failed",provider="smtp"} 1`,
+		`nornweave_sends_total{cause="",outcome="sent",provider="smtp"} 1`,
 		`nornweave_throttle_refusals_total{window="per-minute"} 1`,
 		`nornweave_throttle_refusals_total{window="per-hour"} 0`,
 		`nornweave_throttle_window_used{window="per-minute"} 1`,
@@ -43,9 +43,9 @@ func TestMetricsMoveAfterSendFailureAndRefusal(t *testing.T) {
 		`nornweave_throttle_window_limit{window="per-minute"} 1`,
 		`nornweave_provider_request_duration_seconds_count{outcome="failed",provider="smtp"} 1`,
 		`nornweave_provider_request_duration_seconds_count{outcome="sent",provider="smtp"} 1`,
-		`nornweave_http_requests_total{method="POST",route="/v1/messages",status="201"} 3`,
-		`nornweave_http_requests_total{method="POST",route="/v1/messages",status="429"} 1`,
-		`nornweave_http_requests_total{method="POST",route="/v1/inboxes",status="201"} 1`,
+		`nornweave_http_requests_total{code="201",method="POST",route="/v1/messages"} 3`,
+		`nornweave_http_requests_total{code="429",method="POST",route="/v1/messages"} 1`,
+		`nornweave_http_requests_total{code="201",method="POST",route="/v1/inboxes"} 1`,
 		`nornweave_idempotent_replays_total 1`,
 		`nornweave_build_info{goversion="`,
 	} {

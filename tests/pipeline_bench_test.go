@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/address"
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/internal/testdb"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -45,15 +48,21 @@ func benchPipeline(b *testing.B, driver string, limit int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	lim := throttle.Limits{PerMinute: limit, PerHour: limit}
+	th := throttle.NewMemory(throttle.NewGlobalRateLimiter(lim, throttle.Limits{}), clock.NewSystem())
 	runSends(b, skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
-		Limiter: skuld.NewGlobalRateLimiter(limit, limit), Filter: filter}), inbox)
+		Throttle: th, Filter: filter}), inbox)
 }
 
 // benchStore opens and migrates the database dsn of driver and creates the
 // inbox the benchmark sends from.
 func benchStore(b *testing.B, driver, dsn string) (*store.Store, *store.Inbox) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{Driver: driver, DSN: dsn})
+	o := store.Options{Driver: driver, DSN: dsn}
+	if driver == "postgres" {
+		o.Schemas = []store.Schema{{Name: "pgthrottle", Migrate: pgthrottle.Migrate, Current: pgthrottle.Current}}
+	}
+	st, err := store.Open(ctx, o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,9 +89,9 @@ func runSends(b *testing.B, sender *skuld.Sender, inbox *store.Inbox) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m, err := sender.Send(ctx, req)
-			if err != nil || m.Status != store.StatusSent {
-				panic(fmt.Sprintf("send: %v %+v", err, m))
+			res, err := sender.Send(ctx, req)
+			if err != nil || res.Message.Status != store.StatusSent {
+				panic(fmt.Sprintf("send: %v %+v", err, res.Message))
 			}
 		}
 	})

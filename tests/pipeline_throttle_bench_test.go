@@ -1,18 +1,25 @@
 package tests
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/internal/redistest"
 	"github.com/nornweave/nornweave/internal/testdb"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
 )
 
 // The send pipeline in-process on PostgreSQL, as BenchmarkSendPipeline*,
 // with each throttle backend and limits never reached: sends/s with a
-// shared backend ÷ memory is what sharing the throttle costs a send.
+// shared backend ÷ memory is what sharing the throttle costs a send. With a
+// shared backend the store reads the inbox with every send, as a server
+// sharing its database does.
 
 func BenchmarkSendPipelineBackendMemory(b *testing.B) { benchPipelineBackend(b, "memory") }
 
@@ -21,25 +28,28 @@ func BenchmarkSendPipelineBackendPostgres(b *testing.B) { benchPipelineBackend(b
 func BenchmarkSendPipelineBackendRedis(b *testing.B) { benchPipelineBackend(b, "redis") }
 
 func benchPipelineBackend(b *testing.B, backend string) {
+	ctx := context.Background()
 	dsn := testdb.PostgresURL(b)
 	st, inbox := benchStore(b, "postgres", dsn)
-	lim := skuld.Limits{PerMinute: 1 << 30, PerHour: 1 << 30}
-	var th skuld.Throttle
+	lim := throttle.Limits{PerMinute: 1 << 30, PerHour: 1 << 30}
+	o := throttle.SharedOptions{Global: lim, Inbox: lim}
+	var th throttle.Throttle
 	switch backend {
 	case "memory":
-		l := skuld.NewGlobalRateLimiter(lim.PerMinute, lim.PerHour)
-		l.SetInboxDefaults(lim.PerMinute, lim.PerHour)
-		th = skuld.NewMemoryThrottle(l, skuld.NewSystemClock())
+		th = throttle.NewMemory(throttle.NewGlobalRateLimiter(lim, lim), clock.NewSystem())
 	case "postgres":
-		db, err := skuld.OpenPostgresThrottleDB(dsn, 4) // as the server's throttle pool
+		pool, err := pgthrottle.OpenPool(ctx, dsn, 4) // as the server's throttle pool
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { db.Close() })
-		th = skuld.NewPostgresThrottle(db, skuld.PostgresOptions{Global: lim, Inbox: lim})
+		b.Cleanup(pool.Close)
+		th = pgthrottle.New(pool, o)
 	case "redis":
-		th = skuld.NewRedisThrottle(redistest.Client(b), skuld.RedisOptions{Global: lim, Inbox: lim,
-			KeyPrefix: redistest.Prefix(b)})
+		th = redisthrottle.New(redistest.Client(b), redistest.Prefix(b), o)
+	}
+	b.Cleanup(func() { _ = th.Close(ctx) })
+	if backend != "memory" {
+		st.ShareDatabase()
 	}
 	runSends(b, skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
 		Throttle: th}), inbox)

@@ -86,21 +86,29 @@ func startProc(t *testing.T, env []string) *proc {
 	p := &proc{cmd: cmd, exited: make(chan error, 1), log: &syncBuffer{},
 		server: &server{Server: &apptest.Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}}}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
+	startUntilCleanup(t, cmd, p.exited, "server log", p.log)
+	waitHealthy(t, p.server, p.exited, p.log)
+	return p
+}
+
+// startUntilCleanup starts cmd, sends its end to exited, and at the end of
+// the test kills it if still running and, if the test failed, logs what
+// it wrote to log under title.
+func startUntilCleanup(t *testing.T, cmd *exec.Cmd, exited chan error, title string, log *syncBuffer) {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.exited <- cmd.Wait() }()
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
-			<-p.exited
+			<-exited
 		}
 		if t.Failed() {
-			t.Logf("server log:\n%s", p.log.String())
+			t.Logf("%s:\n%s", title, log.String())
 		}
 	})
-	waitHealthy(t, p.server, p.exited, p.log)
-	return p
 }
 
 // kill ends the process with SIGKILL, as a crash or an OOM killer would.

@@ -50,6 +50,7 @@ func TestDeletedInboxStillCounts(t *testing.T) {
 // the restart, not from its creation (hole 2); it still counts after a
 // second restart (hole 3).
 func TestKillDuringDataCountsAcrossRestarts(t *testing.T) {
+	t.Parallel() // mostly waiting: it runs beside TestSIGTERMWaitsForTheLongestLease
 	forEachDriver(t, func(t *testing.T, driver string) {
 		mx := smtptest.Start(t)
 		mx.DelayDataReply(time.Hour)
@@ -190,4 +191,22 @@ func TestTemporaryFailuresAreRetried(t *testing.T) {
 			t.Errorf("SMTP server stored %d, want 2", n)
 		}
 	})
+}
+
+// An unlimited window shows its counts, as the metrics do, with no
+// remaining or reset (issue 20, item 8: used read null here and a number
+// in the metrics).
+func TestUnlimitedWindowShowsItsCounts(t *testing.T) {
+	s := startDefault(t, "sqlite", func(cfg *config.Config) { cfg.SendRateLimitPerMinute = 10 }) // the hour unlimited
+	inbox := s.createInbox(t, "support")
+	mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+	w := s.rateLimitWindow(t, "per_hour")
+	if w["limit"] != float64(0) || w["used"] != float64(1) || w["in_flight"] != float64(0) ||
+		w["remaining"] != nil || w["reset_seconds"] != nil {
+		t.Errorf("unlimited per_hour = %v, want limit 0, used 1, in_flight 0, remaining and reset_seconds null", w)
+	}
+	m := s.do(t, "GET", "/metrics", nil)
+	if !strings.Contains(string(m.Body), `nornweave_throttle_window_used{window="per-hour"} 1`) {
+		t.Errorf("metrics lack the same count:\n%s", m.Body)
+	}
 }

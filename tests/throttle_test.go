@@ -52,8 +52,12 @@ func TestThrottleRefusesTheSixth(t *testing.T) {
 			minute["in_flight"] != float64(0) {
 			t.Errorf("per_minute = %v", minute)
 		}
-		if hour := state["per_hour"].(map[string]any); hour["limit"] != float64(0) || hour["used"] != nil {
-			t.Errorf("per_hour = %v, want unlimited with null counters", hour)
+		// Unlimited: its counts, as the metrics show them (issue 20, item 8),
+		// and null remaining and reset_seconds, which a client reads as
+		// "unlimited".
+		if hour := state["per_hour"].(map[string]any); hour["limit"] != float64(0) || hour["used"] != float64(5) ||
+			hour["remaining"] != nil || hour["reset_seconds"] != nil {
+			t.Errorf("per_hour = %v, want unlimited: limit 0, used 5, remaining and reset_seconds null", hour)
 		}
 	})
 }

@@ -62,10 +62,15 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		cfg.inboxID = id
 	}
 
+	if o.scheduleIn > 0 {
+		cfg.scheduledAt = now().Add(o.scheduleIn).Truncate(time.Second)
+	}
 	res := runLoad(ctx, hc, cfg)
 	hc.CloseIdleConnections()
 	if sk != nil {
-		sk.Settle(ctx, res.sendStatus["sent"], settleLimit)
+		// Held mail (202) arrives after the run, up to -drain later.
+		want := res.sendStatus["sent"] + res.sendStatus["scheduled"] + res.sendStatus["queued"]
+		sk.Settle(ctx, want, max(settleLimit, time.Until(cfg.scheduledAt)+o.drain))
 	}
 	var srv *serverReport
 	if ch != nil {
@@ -79,6 +84,18 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	}
 
 	rep := buildReport(res, arrivals, sk != nil, o.perMinute, o.perHour)
+	if sk != nil {
+		rep.Sink.Duplicates = sk.Duplicates()
+		if rep.Sink.Duplicates > 0 {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("%d messages arrived more than once", rep.Sink.Duplicates))
+		}
+		if !cfg.scheduledAt.IsZero() {
+			rep.Sink.held(arrivals, cfg.scheduledAt, res.sendStatus["scheduled"])
+			if lost := res.sendStatus["scheduled"] - rep.Sink.Received; lost > 0 {
+				rep.Violations = append(rep.Violations, fmt.Sprintf("%d scheduled messages did not arrive", lost))
+			}
+		}
+	}
 	rep.Server = srv
 	if srv != nil && srv.ExitCode != 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("server exited with code %d", srv.ExitCode))

@@ -27,6 +27,8 @@ type loadConfig struct {
 	duration time.Duration
 	requests int // 0: only duration bounds the run
 	now      func() time.Time
+	// scheduledAt, when set, is every message's scheduled_at.
+	scheduledAt time.Time
 }
 
 // tally is what one client saw; clients keep their own so that the hot loop
@@ -76,10 +78,14 @@ func newHTTPClient(clients int) *http.Client {
 // duration has passed or cfg.requests requests have started. Requests in
 // flight when the duration ends are allowed to finish; ctx cancels them.
 func runLoad(ctx context.Context, hc *http.Client, cfg loadConfig) loadResult {
-	body, _ := json.Marshal(map[string]any{
+	fields := map[string]any{
 		"inbox_id": cfg.inboxID, "to": []string{"load@loadtest.test"},
 		"subject": "Load test", "body": "A message from **nornweave-load**.",
-	})
+	}
+	if !cfg.scheduledAt.IsZero() {
+		fields["scheduled_at"] = cfg.scheduledAt.Format(time.RFC3339)
+	}
+	body, _ := json.Marshal(fields)
 	start := cfg.now()
 	deadline := start.Add(cfg.duration)
 	var started atomic.Int64
@@ -120,14 +126,14 @@ func (t *tally) record(now func() time.Time, do func() (int, string, error)) {
 }
 
 // postSend posts one send and returns the HTTP status (0 on a transport
-// error) and, for a 201, the send status the server reported.
+// error) and, for a 201 or 202, the send status the server reported.
 func postSend(ctx context.Context, hc *http.Client, cfg loadConfig, body []byte) (int, string, error) {
 	res, err := do(ctx, hc, cfg, "/v1/messages", body)
 	if err != nil {
 		return 0, "", err
 	}
 	defer res.Body.Close()
-	if res.StatusCode != http.StatusCreated {
+	if res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusAccepted {
 		// Drained so the connection goes back to the pool.
 		_, err := io.Copy(io.Discard, res.Body)
 		return res.StatusCode, "", err
@@ -136,7 +142,7 @@ func postSend(ctx context.Context, hc *http.Client, cfg loadConfig, body []byte)
 		Status string `json:"status"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
-		return res.StatusCode, "undecodable", fmt.Errorf("decode 201 body: %w", err)
+		return res.StatusCode, "undecodable", fmt.Errorf("decode %d body: %w", res.StatusCode, err)
 	}
 	_, err = io.Copy(io.Discard, res.Body)
 	return res.StatusCode, sr.Status, err
@@ -167,7 +173,7 @@ func createInbox(ctx context.Context, hc *http.Client, cfg loadConfig) (string, 
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	if res.StatusCode != http.StatusCreated {
+	if res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusAccepted {
 		return "", fmt.Errorf("create inbox: status %d: %s", res.StatusCode, bytes.TrimSpace(raw))
 	}
 	var ir struct {

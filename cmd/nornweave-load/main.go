@@ -27,25 +27,34 @@ import (
 // maxDuration caps a run, so a typo cannot leave a load running for hours.
 const maxDuration = 10 * time.Minute
 
+// maxDrain caps the wait for held mail after a run: 10,000 messages at 600
+// a minute take 17 minutes to leave.
+const maxDrain = 30 * time.Minute
+
 // options is everything the flags say. sinkListener is not a flag: a test
 // that must know the sink's address before it starts the server passes the
 // listener in.
 type options struct {
-	url          string
-	apiKey       string
-	inbox        string
-	clients      int
-	duration     time.Duration
-	requests     int
-	json         bool
-	sink         string
-	spawn        string
-	db           string
-	databaseURL  string
-	provider     string
-	perMinute    int
-	perHour      int
-	serverEnv    []string // extra KEY=VALUE settings of the spawned server
+	url         string
+	apiKey      string
+	inbox       string
+	clients     int
+	duration    time.Duration
+	requests    int
+	json        bool
+	sink        string
+	spawn       string
+	db          string
+	databaseURL string
+	provider    string
+	perMinute   int
+	perHour     int
+	serverEnv   []string // extra KEY=VALUE settings of the spawned server
+	// scheduleIn, when set, schedules every message for one second this
+	// long after the run starts (scheduled_at); drain is how long to wait
+	// for held mail to arrive at the sink after the last request.
+	scheduleIn   time.Duration
+	drain        time.Duration
 	sinkListener net.Listener
 }
 
@@ -88,6 +97,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.provider, "provider", "smtp", "spawned server's EMAIL_PROVIDER: smtp (to the sink) or demo")
 	fs.IntVar(&o.perMinute, "per-minute", 0, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE of the spawned server; also the overshoot check")
 	fs.IntVar(&o.perHour, "per-hour", 0, "GLOBAL_SEND_RATE_LIMIT_PER_HOUR of the spawned server; also the overshoot check")
+	fs.DurationVar(&o.scheduleIn, "schedule-in", 0, "schedule every message for the same second, this long after the start (0: send now)")
+	fs.DurationVar(&o.drain, "drain", 0, "after the last request, wait up to this long for held mail to reach the sink (at most 30m)")
 	fs.Func("server-env", "KEY=VALUE added to the spawned server's environment (repeatable), "+
 		"e.g. THROTTLE_BACKEND=redis", func(kv string) error {
 		if !strings.Contains(kv, "=") {
@@ -112,6 +123,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("-clients must be at least 1, got %d", o.clients)
 	case o.duration <= 0 || o.duration > maxDuration:
 		return fmt.Errorf("-duration must be more than 0 and at most %s, got %s", maxDuration, o.duration)
+	case o.scheduleIn < 0 || o.drain < 0 || o.drain > maxDrain:
+		return fmt.Errorf("-schedule-in must not be negative and -drain must be 0..%s", maxDrain)
 	case o.requests < 0:
 		return fmt.Errorf("-requests must not be negative, got %d", o.requests)
 	case o.perMinute < 0 || o.perHour < 0:

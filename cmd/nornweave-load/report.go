@@ -38,6 +38,29 @@ type sinkReport struct {
 	Received   int `json:"received"`
 	MaxIn60s   int `json:"max_in_60s"`
 	MaxIn3600s int `json:"max_in_3600s"`
+	// Duplicates counts arrivals of a Message-ID seen before.
+	Duplicates int `json:"duplicates"`
+	// For a run of scheduled messages (-schedule-in): the lateness of
+	// the arrivals after their scheduled second, and how many arrived
+	// per second from that second to the last arrival.
+	Lateness    *latencyReport `json:"lateness_ms,omitempty"`
+	DispatchPer float64        `json:"dispatch_per_second,omitempty"`
+}
+
+// held fills in the figures of a scheduled run: arrivals (sorted) were
+// all scheduled for at; n were accepted.
+func (s *sinkReport) held(arrivals []time.Time, at time.Time, n int) {
+	late := make([]time.Duration, len(arrivals))
+	for i, a := range arrivals {
+		late[i] = a.Sub(at)
+	}
+	s.Lateness = &latencyReport{P50: ms(percentile(late, 50)), P95: ms(percentile(late, 95)),
+		P99: ms(percentile(late, 99)), Max: ms(percentile(late, 100))}
+	if len(arrivals) > 0 && n > 0 {
+		if span := arrivals[len(arrivals)-1].Sub(at).Seconds(); span > 0 {
+			s.DispatchPer = float64(len(arrivals)) / span
+		}
+	}
 }
 
 // serverReport describes a spawned server.
@@ -145,6 +168,11 @@ func (rep report) write(w io.Writer, asJSON bool) error {
 		p("sink received  %d\n", s.Received)
 		p("sink max/60s   %d\n", s.MaxIn60s)
 		p("sink max/3600s %d\n", s.MaxIn3600s)
+		p("sink dups      %d\n", s.Duplicates)
+		if l := s.Lateness; l != nil {
+			p("lateness ms    p50 %.2f  p95 %.2f  p99 %.2f  max %.2f (arrival after scheduled_at)\n", l.P50, l.P95, l.P99, l.Max)
+			p("dispatch/s     %.1f (arrivals per second from scheduled_at to the last)\n", s.DispatchPer)
+		}
 	}
 	if s := rep.Server; s != nil {
 		p("server         db %s, provider %s, per-minute %d, per-hour %d, exit code %d, %d log lines\n",

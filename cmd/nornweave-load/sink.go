@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/mail"
 	"slices"
 	"sync"
 	"time"
@@ -23,12 +24,13 @@ type sink struct {
 
 	mu       sync.Mutex
 	arrivals []time.Time
+	ids      map[string]int // Message-ID → arrivals
 	closed   bool
 }
 
 // startSink serves SMTP on ln until Close. now stamps each arrival.
 func startSink(ln net.Listener, now func() time.Time, errLog io.Writer) *sink {
-	s := &sink{ln: ln, now: now, done: make(chan struct{})}
+	s := &sink{ln: ln, now: now, done: make(chan struct{}), ids: map[string]int{}}
 	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
 		return sinkSession{s}, nil
 	}))
@@ -129,14 +131,34 @@ func (sinkSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
 // Data implements smtp.Session. The arrival is the end of DATA, the moment
 // a real server would take responsibility for the message.
 func (ss sinkSession) Data(r io.Reader) error {
+	var id string
+	if m, err := mail.ReadMessage(r); err == nil {
+		id = m.Header.Get("Message-Id")
+		r = m.Body
+	}
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		return err
 	}
 	t := ss.s.now()
 	ss.s.mu.Lock()
 	ss.s.arrivals = append(ss.s.arrivals, t)
+	if id != "" {
+		ss.s.ids[id]++
+	}
 	ss.s.mu.Unlock()
 	return nil
+}
+
+// Duplicates is the number of arrivals of a Message-ID that had arrived
+// before: a message the server sent twice.
+func (s *sink) Duplicates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.ids {
+		n += c - 1
+	}
+	return n
 }
 
 // Reset implements smtp.Session.

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nornweave/nornweave/core/config"
@@ -15,41 +18,60 @@ import (
 )
 
 // check reports, one line each, whether the configuration is valid (it is,
-// by now), the database answers and is migrated, and the provider can be
-// reached; it serves nothing and changes nothing. 0 when all is well.
+// by now: run prints "FAIL  configuration" itself), then each of
+// app.Checks: the database, the provider reached without sending, and what
+// else the configuration needs. It serves nothing, sends nothing and
+// creates nothing. 0 when nothing failed; a warning does not fail it.
 func check(ctx context.Context, cfg config.Config, stdout io.Writer, logger *slog.Logger) int {
 	fmt.Fprintln(stdout, "ok    configuration")
-	failed := false
-	report := func(what string, err error) {
-		if err != nil {
-			failed = true
-			fmt.Fprintf(stdout, "FAIL  %s: %v\n", what, err)
-			return
+	code := 0
+	for _, c := range app.Checks(cfg, logger) {
+		r := app.RunCheck(ctx, c)
+		line := fmt.Sprintf("%-6s%s", r.Status, c.Name)
+		if r.Detail != "" {
+			line += " " + r.Detail
 		}
-		fmt.Fprintf(stdout, "ok    %s\n", what)
+		if r.Err != nil {
+			line += ": " + r.Err.Error()
+		}
+		fmt.Fprintln(stdout, line)
+		if r.Status == app.CheckFail {
+			code = 1
+		}
 	}
+	return code
+}
 
-	db := "database " + cfg.DBDriver + " " + app.DescribeDatabase(cfg)
-	st, err := app.OpenStore(ctx, cfg, logger)
+// pid1Cmdline is where Linux shows the command line of the container's
+// main process: the server, in the image.
+const pid1Cmdline = "/proc/1/cmdline"
+
+// serverAddrFlags returns the --host and --port the nornweave server
+// running as PID 1 was started with, read from cmdline (pid1Cmdline). The
+// image's HEALTHCHECK runs `nornweave healthcheck` beside that server, in
+// its environment but not with its flags: `docker run … serve --port 9000`
+// would be checked on 8000 without this. Nothing when PID 1 is not a
+// nornweave server (outside a container, it is init).
+func serverAddrFlags(cmdline string) map[string]string {
+	b, err := os.ReadFile(cmdline)
 	if err != nil {
-		report(db, err)
-	} else {
-		// Pending migrations are normal before the first start, which
-		// applies them; a schema newer than this binary is an error.
-		pending, err := st.PendingMigrations(ctx)
-		if err == nil && len(pending) > 0 {
-			db += fmt.Sprintf(" (%d migrations pending; serve or migrate applies them)", len(pending))
+		return nil
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if filepath.Base(args[0]) != "nornweave" {
+		return nil
+	}
+	inv, err := parseArgs(args[1:])
+	if err != nil || inv.cmd != "serve" {
+		return nil
+	}
+	flags := map[string]string{}
+	for _, name := range []string{"HOST", "PORT"} {
+		if v, ok := inv.overrides[name]; ok {
+			flags[name] = v
 		}
-		report(db, err)
-		st.Close()
 	}
-
-	what, err := app.CheckProvider(ctx, cfg, logger)
-	report(what, err)
-	if failed {
-		return 1
-	}
-	return 0
+	return flags
 }
 
 // healthcheck asks the server on this machine for /health. A server

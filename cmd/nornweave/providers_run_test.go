@@ -35,7 +35,7 @@ func TestRunRefusesAHostedProviderWithoutCredentials(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), []string{"serve"}, &stdout, &stderr); code != 1 {
+			if code := run(context.Background(), []string{"serve"}, nil, &stdout, &stderr); code != 1 {
 				t.Fatalf("exit code = %d, want 1; stderr: %s", code, stderr.String())
 			}
 			for _, w := range tt.want {

@@ -33,7 +33,7 @@ func TestRunCommands(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tt.args, &stdout, &stderr)
+			code := run(context.Background(), tt.args, nil, &stdout, &stderr)
 			if code != tt.code {
 				t.Fatalf("exit code = %d, want %d; stderr: %s", code, tt.code, stderr.String())
 			}
@@ -50,7 +50,7 @@ func TestRunCommands(t *testing.T) {
 func TestRunMigrateOnTheEmbeddedDefault(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"migrate"}, &stdout, &stderr); code != 0 {
+	if code := run(context.Background(), []string{"migrate"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("migrate exit code = %d; stderr: %s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "migrations applied") {

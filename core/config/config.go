@@ -22,7 +22,9 @@ import (
 // Config is every setting of the server. Variable names are those of the
 // Python NornWeave server, without a prefix, so an existing .env works as is.
 type Config struct {
-	DBDriver    string `envconfig:"DB_DRIVER" default:"sqlite"`
+	// DBDriver is sqlite or postgres; unset, it is taken from DatabaseURL
+	// (see inferDriver).
+	DBDriver    string `envconfig:"DB_DRIVER"`
 	DatabaseURL string `envconfig:"DATABASE_URL"`
 
 	EmailProvider string `envconfig:"EMAIL_PROVIDER" default:"demo"`
@@ -60,6 +62,14 @@ type Config struct {
 	LogLevel    string `envconfig:"LOG_LEVEL" default:"info"`
 	Host        string `envconfig:"HOST" default:"0.0.0.0"`
 	Port        int    `envconfig:"PORT" default:"8000"`
+	// AllowedHosts lists the host names, besides loopback, that requests
+	// may be addressed to (the Host header): a web page on another name
+	// that resolves to this server (DNS rebinding) is refused. See
+	// network.go.
+	AllowedHosts string `envconfig:"ALLOWED_HOSTS"`
+	// TrustedProxies lists the reverse proxies (CIDRs) whose
+	// X-Forwarded-For or Forwarded header names the client.
+	TrustedProxies string `envconfig:"TRUSTED_PROXIES"`
 
 	OutboundDomainAllowlist string `envconfig:"OUTBOUND_DOMAIN_ALLOWLIST"`
 	OutboundDomainBlocklist string `envconfig:"OUTBOUND_DOMAIN_BLOCKLIST"`
@@ -74,6 +84,10 @@ type Config struct {
 	// after the first attempt, and how long after admission one may start.
 	SendRetryMax      int           `envconfig:"SEND_RETRY_MAX" default:"3"`
 	SendRetryDeadline time.Duration `envconfig:"SEND_RETRY_DEADLINE" default:"30s"`
+	// SendTimeout bounds one provider attempt for a small message (a large
+	// one gets more, in proportion to its size): with the retry deadline,
+	// it makes every send's lease (skuld.Budget).
+	SendTimeout time.Duration `envconfig:"SEND_TIMEOUT" default:"60s"`
 	// SMTPTimeout bounds each SMTP dial and exchange; a message's
 	// transmission gets more, in proportion to its size.
 	SMTPTimeout time.Duration `envconfig:"SMTP_TIMEOUT" default:"15s"`
@@ -103,6 +117,10 @@ type Config struct {
 	SearchTimeoutSeconds int `envconfig:"SEARCH_TIMEOUT_SECONDS" default:"10"`
 	// Several servers sharing one throttle (issue 11); see throttle.go.
 	Throttle
+	// Scheduled and queued sends (issue 19); see hold.go.
+	Hold
+	// Where `nornweave mcp` finds the server; see mcp.go.
+	MCPClient
 }
 
 // DefaultSQLitePath is where the embedded database lives when DB_DRIVER is
@@ -131,8 +149,11 @@ func readDotenv(path string) error {
 
 func (c *Config) normalize() {
 	c.DBDriver = strings.ToLower(strings.TrimSpace(c.DBDriver))
-	if c.DBDriver == "postgresql" {
+	switch c.DBDriver {
+	case "postgresql":
 		c.DBDriver = "postgres"
+	case "":
+		c.DBDriver = inferDriver(c.DatabaseURL)
 	}
 	c.EmailProvider = strings.ToLower(strings.TrimSpace(c.EmailProvider))
 	if c.EmailProvider == "imap-smtp" {
@@ -143,6 +164,7 @@ func (c *Config) normalize() {
 	c.LogFormat = strings.ToLower(strings.TrimSpace(c.LogFormat))
 	c.EmailDomain = strings.ToLower(strings.TrimSpace(c.EmailDomain))
 	c.Throttle.normalize()
+	c.Hold.normalize()
 }
 
 // Validate reports every problem that must stop the server from starting,
@@ -153,7 +175,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %s", variable, fmt.Sprintf(format, args...)))
 	}
 	switch c.DBDriver {
-	case "sqlite":
+	case "sqlite", "": // "": a Config that Load did not fill; sqlite is the default
+		if err := checkSQLitePath(c.DatabaseURL); err != nil {
+			bad("DATABASE_URL", "%v", err)
+		}
 	case "postgres":
 		if c.DatabaseURL == "" {
 			bad("DATABASE_URL", "is required when DB_DRIVER=postgres")
@@ -227,7 +252,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		d    time.Duration
-	}{{"SEND_RETRY_DEADLINE", c.SendRetryDeadline}, {"SMTP_TIMEOUT", c.SMTPTimeout}} {
+	}{{"SEND_RETRY_DEADLINE", c.SendRetryDeadline}, {"SEND_TIMEOUT", c.SendTimeout}, {"SMTP_TIMEOUT", c.SMTPTimeout}} {
 		if d.d <= 0 {
 			bad(d.name, "must be a positive duration such as 30s, got %s", d.d)
 		}
@@ -244,7 +269,11 @@ func (c Config) Validate() error {
 		{"OUTBOUND_DOMAIN_ALLOWLIST", c.OutboundDomainAllowlist},
 		{"OUTBOUND_DOMAIN_BLOCKLIST", c.OutboundDomainBlocklist},
 	} {
-		for _, p := range SplitList(l.value) {
+		patterns, err := SplitPatterns(l.value)
+		if err != nil {
+			bad(l.name, "%v", err)
+		}
+		for _, p := range patterns {
 			// Compiled alone for the message, so the user sees the pattern
 			// as written, not wrapped in the anchors the filter adds.
 			if _, err := regexp.Compile(p); err != nil {
@@ -255,6 +284,8 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateThrottle()...)
+	errs = append(errs, c.validateHold()...)
+	errs = append(errs, c.validateNetwork()...)
 	return errors.Join(errs...)
 }
 
@@ -347,7 +378,9 @@ func (c Config) validateHostedProviders() []error {
 		}
 		u, err := url.Parse(v.value)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s: %q is not an http or https URL", v.name, v.value))
+			// The value may hold a password or a key: only its redacted
+			// form is repeated.
+			errs = append(errs, fmt.Errorf("%s: %q is not an http or https URL", v.name, RedactURL(v.value)))
 		}
 	}
 	if c.ProviderTimeout < 0 {

@@ -1,8 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +17,7 @@ func valid() Config {
 	return Config{DBDriver: "sqlite", EmailProvider: "demo", Environment: "development",
 		LogLevel: "info", Port: 8000, SMTPPort: 587, AttachmentMaxSizeMB: 25,
 		AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
-		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second,
+		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SendTimeout: time.Minute, SMTPTimeout: 15 * time.Second,
 		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10}
 }
 
@@ -257,8 +261,64 @@ func TestLoadWithOverridesWinOverTheEnvironment(t *testing.T) {
 	}
 }
 
+// declaredVars reads every envconfig tag from this package's source, an
+// oracle independent of the reflection Vars uses: a variable in a nested
+// or embedded struct is found here whatever Vars does.
+func declaredVars(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := regexp.MustCompile(`envconfig:"([A-Z0-9_]+)"`)
+	var names []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range tag.FindAllStringSubmatch(string(b), -1) {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// varsLack names the declared variables that vars lacks.
+func varsLack(declared []string, vars []Var) []string {
+	have := map[string]bool{}
+	for _, v := range vars {
+		have[v.Name] = true
+	}
+	var missing []string
+	for _, d := range declared {
+		if !have[d] {
+			missing = append(missing, d)
+		}
+	}
+	return missing
+}
+
+// Vars is where the flags, --help and .env.example's test get their list:
+// it must hold every variable Config declares, nested structs included
+// (the Throttle struct's four were once missing from all three).
 func TestVarsCoverEveryField(t *testing.T) {
+	declared := declaredVars(t)
+	for _, w := range []string{"PORT", "THROTTLE_BACKEND", "THROTTLE_FAIL", "REDIS_URL", "REDIS_KEY_PREFIX"} {
+		if !slices.Contains(declared, w) {
+			t.Fatalf("the source scan found no %s: the oracle is broken", w)
+		}
+	}
 	vars := Vars()
+	if missing := varsLack(declared, vars); len(missing) > 0 {
+		t.Errorf("Vars() lacks %v", missing)
+	}
+	if len(vars) != len(declared) {
+		t.Errorf("Vars() has %d variables, the source declares %d", len(vars), len(declared))
+	}
 	seen := map[string]bool{}
 	for _, v := range vars {
 		if seen[v.Flag()] {
@@ -266,23 +326,68 @@ func TestVarsCoverEveryField(t *testing.T) {
 		}
 		seen[v.Flag()] = true
 	}
-	for _, w := range []string{"port", "smtp-use-tls", "log-format", "metrics-api-key", "global-send-rate-limit-per-minute"} {
-		if !seen[w] {
-			t.Errorf("no flag %s", w)
-		}
+	// The check itself must see a variable that is missing.
+	if missing := varsLack(declared, slices.DeleteFunc(slices.Clone(vars), func(v Var) bool {
+		return v.Name == "REDIS_KEY_PREFIX"
+	})); !slices.Equal(missing, []string{"REDIS_KEY_PREFIX"}) {
+		t.Errorf("with REDIS_KEY_PREFIX dropped, varsLack = %v, want [REDIS_KEY_PREFIX]", missing)
 	}
 }
 
+// varsOf walks nested and embedded structs at any depth, as envconfig does.
+func TestVarsOfWalksNestedStructs(t *testing.T) {
+	type inner struct {
+		Deep bool `envconfig:"DEEP" default:"true"`
+	}
+	type middle struct {
+		inner
+		Mid string `envconfig:"MID"`
+	}
+	type outer struct {
+		Top   int `envconfig:"TOP" default:"1"`
+		Named middle
+		Plain string // no tag, not a struct: not a variable
+	}
+	var got []string
+	for _, v := range varsOf(reflect.TypeFor[outer]()) {
+		got = append(got, fmt.Sprintf("%s=%s/%t", v.Name, v.Default, v.Bool))
+	}
+	if want := []string{"TOP=1/false", "DEEP=true/true", "MID=/false"}; !slices.Equal(got, want) {
+		t.Errorf("varsOf = %v, want %v", got, want)
+	}
+}
+
+// envExampleLacks names the variables example does not list as
+// "#NAME=default".
+func envExampleLacks(example string, vars []Var) []string {
+	var missing []string
+	for _, v := range vars {
+		if !strings.Contains(example, "#"+v.Name+"="+v.Default+"\n") {
+			missing = append(missing, v.Name)
+		}
+	}
+	return missing
+}
+
 // .env.example lists every variable with its default, so it cannot fall
-// behind the Config struct.
+// behind the Config struct; and the check fails when a line goes.
 func TestEnvExampleListsEveryVariable(t *testing.T) {
 	b, err := os.ReadFile("../../.env.example")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range Vars() {
-		if want := "#" + v.Name + "=" + v.Default + "\n"; !strings.Contains(string(b), want) {
-			t.Errorf(".env.example lacks %q", strings.TrimSpace(want))
+	example := string(b)
+	if missing := envExampleLacks(example, Vars()); len(missing) > 0 {
+		t.Errorf(".env.example lacks %v (each as #NAME=default)", missing)
+	}
+	for _, name := range []string{"THROTTLE_BACKEND", "REDIS_KEY_PREFIX"} {
+		line := regexp.MustCompile(`(?m)^#` + name + `=.*\n`)
+		if !line.MatchString(example) {
+			t.Fatalf(".env.example has no #%s= line", name)
+		}
+		cut := line.ReplaceAllString(example, "")
+		if missing := envExampleLacks(cut, Vars()); !slices.Equal(missing, []string{name}) {
+			t.Errorf("with #%s removed, envExampleLacks = %v, want [%s]", name, missing, name)
 		}
 	}
 }

@@ -18,24 +18,31 @@ type Var struct {
 	Default string // the default tag, "" when none
 	Bool    bool   // a boolean: its flag may be given without a value
 	Secret  bool   // a password or key: never printed
-	field   int
 }
 
 // Flag is the command-line flag of the variable: "smtp-use-tls".
 func (v Var) Flag() string { return strings.ReplaceAll(strings.ToLower(v.Name), "_", "-") }
 
-// Vars lists every variable in the order Config declares them.
-func Vars() []Var {
-	t := reflect.TypeFor[Config]()
-	vars := make([]Var, 0, t.NumField())
+// Vars lists every variable in the order Config declares them, those of
+// nested and embedded structs (Throttle) included, where they appear.
+func Vars() []Var { return varsOf(reflect.TypeFor[Config]()) }
+
+// varsOf walks t depth-first: a field with an envconfig tag is a variable;
+// a struct field without one (and without a decoder of its own, which no
+// field of Config has) is walked into, as envconfig does.
+func varsOf(t reflect.Type) []Var {
+	var vars []Var
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name := f.Tag.Get("envconfig")
 		if name == "" {
+			if f.Type.Kind() == reflect.Struct {
+				vars = append(vars, varsOf(f.Type)...)
+			}
 			continue
 		}
 		vars = append(vars, Var{Name: name, Default: f.Tag.Get("default"), Bool: f.Type.Kind() == reflect.Bool,
-			Secret: isSecret(name), field: i})
+			Secret: isSecret(name)})
 	}
 	return vars
 }

@@ -5,8 +5,10 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 )
 
 type requestIDKey struct{}
@@ -54,4 +56,46 @@ func (h contextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h contextHandler) WithGroup(name string) slog.Handler {
 	return contextHandler{h.Handler.WithGroup(name)}
+}
+
+// PrintfLogger adapts a slog.Logger to libraries that log through
+// Printf(ctx, format, args...), as go-redis does: each call is one line at
+// Level with message Msg and the library's text as "detail", so that under
+// LOG_FORMAT=json the library writes JSON like the rest.
+type PrintfLogger struct {
+	Logger *slog.Logger
+	Level  slog.Level
+	Msg    string
+}
+
+// Printf logs one line.
+func (p PrintfLogger) Printf(ctx context.Context, format string, args ...any) {
+	text := strings.TrimSpace(fmt.Sprintf(format, args...))
+	// go-redis starts some of its lines with its name; Msg says it already.
+	text = strings.TrimPrefix(text, "redis: ")
+	p.Logger.LogAttrs(ctx, p.Level, p.Msg, slog.String("detail", text))
+}
+
+// AtLeast returns a logger writing what l writes, but only at level or
+// above: for a library that logs its routine at INFO (the MCP SDK logs
+// every connection) when only its warnings and errors belong in ours.
+func AtLeast(l *slog.Logger, level slog.Level) *slog.Logger {
+	return slog.New(minLevel{l.Handler(), level})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= h.min && h.Handler.Enabled(ctx, level)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(attrs), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }

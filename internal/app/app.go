@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +15,12 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/api"
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/hold"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -32,10 +35,13 @@ type App struct {
 	logger   *slog.Logger
 	store    *store.Store
 	provider provider
-	limiter  *skuld.GlobalRateLimiter
-	throttle *throttle
+	lock     *store.ServerLock // this server's place on the database
+	watcher  *watcher
+	throttle *throttleParts
+	budget   skuld.Budget
 	sender   *skuld.Sender
-	clock    skuld.Clock
+	queue    *hold.Queue // dispatches held (scheduled and queued) messages
+	clock    clock.Clock
 	api      *api.Server
 	version  string
 	metrics  *metrics.Metrics
@@ -52,7 +58,8 @@ type provider interface {
 // the HTTP handler. cfg must have passed Validate. version is reported in
 // the start-up line and the build_info metric.
 func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version string) (*App, error) {
-	a := &App{cfg: cfg, logger: logger, clock: skuld.NewSystemClock(), version: version}
+	a := &App{cfg: cfg, logger: logger, clock: clock.NewSystem(), version: version,
+		budget: budgetOf(cfg)}
 	switch {
 	case cfg.EmailProvider == "demo" && cfg.EmailDomain == "":
 		a.cfg.EmailDomain = DemoEmailDomain
@@ -80,28 +87,49 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	a.limiter = skuld.NewGlobalRateLimiter(cfg.SendRateLimitPerMinute, cfg.SendRateLimitPerHour)
-	a.limiter.SetInboxDefaults(cfg.InboxSendRateLimitPerMinute, cfg.InboxSendRateLimitPerHour)
-	if a.throttle, err = newThrottle(ctx, cfg, st, a.limiter, a.clock, logger); err != nil {
+	lock, moved, err := joinDatabase(ctx, cfg, st, logger)
+	if err != nil {
+		logger.Error("refusing to start", slog.Any("error", err))
+		a.closeAll()
+		return nil, err
+	}
+	a.lock = lock
+	if a.throttle, err = newThrottle(ctx, cfg, st, a.clock, moved, logger); err != nil {
 		a.closeAll()
 		return nil, err
 	}
 	// A shared backend's reservations are its record; send_log's restore
 	// is the in-memory limiter's, and resolving "interrupted" sends at
 	// start would fail those of the other servers still running.
-	if a.throttle.shared() {
-		st.ShareDatabase(a.throttle.InboxVersion)
+	if a.throttle.shared != nil {
+		st.ShareDatabase()
 	} else if err := a.restoreThrottle(ctx); err != nil {
 		a.closeAll()
 		return nil, err
 	}
-	a.metrics = metrics.New(version, a.throttle, a.clock)
-	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle,
+	a.watcher = startWatcher(st, a.lock, a.throttle, identityOf(cfg), logger)
+	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
+	a.metrics.WatchHeld(st, a.clock.Now)
+	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
+		RescueAfter: LongestDrain(cfg), Alone: a.throttle.shared == nil})
+	if err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
 		Filter: filter, Logger: logger, Clock: a.clock, Observer: a.metrics,
-		RetryMax: cfg.SendRetryMax, RetryDeadline: cfg.SendRetryDeadline})
+		RetryMax: cfg.SendRetryMax, Budget: a.budget,
+		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: cmp.Or(cfg.QueueMaxAge, 24*time.Hour), Observer: a.metrics}})
+	if err := a.queue.Start(ctx, a.sender); err != nil {
+		a.closeAll()
+		return nil, err
+	}
 	a.api = api.New(api.Options{
-		Store: st, Sender: a.sender, Limiter: a.throttle, Logger: logger,
+		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, ThrottleFailOpen: cfg.ThrottleFail == "open",
+		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
+		AllowedHosts:           cfg.AllowedHostList(),
+		TrustedProxies:         cfg.TrustedProxyPrefixes(),
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
 		AttachmentMaxTotalSize: int64(cfg.AttachmentMaxTotalSizeMB) << 20,
 		AttachmentMaxCount:     cfg.AttachmentMaxCount,
@@ -112,18 +140,24 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		HTMLMaxSize:            int64(cfg.HTMLMaxSizeMB) << 20,
 		RequestsInFlight:       int64(cfg.RequestsInFlightMB) << 20,
 		SearchTimeout:          time.Duration(cfg.SearchTimeoutSeconds) * time.Second,
-		KeyLease:               a.throttle.keyLease(cfg),
+		KeyLease:               a.keyLease(),
+		ScheduleMaxAhead:       cmp.Or(cfg.ScheduleMaxAhead, 30*24*time.Hour),
+		QueueOnThrottle:        cfg.SendOnThrottle == "queue",
+		Version:                version,
 	})
 	return a, nil
 }
 
-// OpenStore opens the configured database without migrating it.
+// OpenStore opens the configured database without migrating it. On
+// PostgreSQL its migrations include the shared throttle's tables.
 func OpenStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, error) {
 	o := store.Options{Driver: cfg.DBDriver, Logger: logger}
 	if cfg.DBDriver == "postgres" {
 		o.DSN = cfg.PostgresURL()
+		o.Schemas = []store.Schema{pgthrottleSchema, hold.Schema(store.DriverPostgres)}
 	} else {
 		o.DSN = cfg.SQLitePath()
+		o.Schemas = []store.Schema{hold.Schema(store.DriverSQLite)}
 	}
 	return store.Open(ctx, o)
 }
@@ -166,7 +200,7 @@ func (demoProvider) Close() error { return nil }
 // skuld.RestoreThrottle); the sends of the last hour count again, including
 // those a crash interrupted, which may have gone out.
 func (a *App) restoreThrottle(ctx context.Context) error {
-	restored, interrupted, err := skuld.RestoreThrottle(ctx, a.store, a.limiter, a.clock)
+	restored, interrupted, err := skuld.RestoreThrottle(ctx, a.store, a.throttle.limiter, a.clock)
 	if interrupted > 0 {
 		a.logger.Warn("sends interrupted by the last shutdown counted and marked failed", slog.Int64("messages", interrupted))
 	}
@@ -195,7 +229,7 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 		ReadTimeout: 2 * time.Minute, WriteTimeout: 7 * time.Minute, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- srv.Serve(api.Listener(l)) }()
 	a.logger.Info("nornweave started", a.startAttrs(l.Addr().String())...)
 
 	var serveErr error
@@ -205,11 +239,18 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 		a.logger.Info("shutting down: finishing in-flight requests")
 	}
 	start := time.Now()
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
-	defer cancel()
 	a.api.Drain()
+	// Every send in flight ends by the end of its lease, retries included:
+	// waiting that long (and a little, to record the outcome and answer)
+	// abandons none of them.
+	drainFor := a.sender.LongestLeaseLeft() + drainGrace
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainFor)
+	defer cancel()
 	sending := a.sender.InFlight()
-	drainErr := a.sender.Shutdown(shutdownCtx)
+	// The queue first: it stops taking jobs and finishes those running,
+	// whose sends the sender's drain then finds recorded. Jobs not started
+	// stay in the database for the next start.
+	drainErr := errors.Join(a.queue.Stop(shutdownCtx), a.sender.Shutdown(shutdownCtx))
 	a.logger.Info("sends drained; closing the listener")
 	// The janitor's prune must not meet a closed database.
 	j.Stop()
@@ -220,21 +261,60 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	abandoned := a.sender.InFlight()
 	a.logger.Info("nornweave stopped", slog.Int("sends_in_flight_at_shutdown", sending),
 		slog.Int("sends_drained", sending-abandoned), slog.Int("sends_abandoned", abandoned),
-		slog.Duration("took", time.Since(start)), slog.Bool("clean", err == nil))
+		slog.Int64("took_ms", time.Since(start).Milliseconds()), slog.Bool("clean", err == nil))
 	return err
+}
+
+// drainGrace is what a drain allows past the longest lease in flight: the
+// outcome's write, the answer, the listener's close.
+const drainGrace = 30 * time.Second
+
+// LongestDrain is the longest a graceful shutdown can take with cfg: the
+// lease of the largest message allowed (every attempt and retry of it),
+// and drainGrace. An orchestrator's grace period before SIGKILL (compose's
+// stop_grace_period) must be longer.
+func LongestDrain(cfg config.Config) time.Duration {
+	return budgetOf(cfg).Lease(largestMessage(cfg)) + drainGrace
+}
+
+// budgetOf is the time cfg gives every send.
+func budgetOf(cfg config.Config) skuld.Budget {
+	return skuld.Budget{SendTimeout: cfg.SendTimeout, RetryDeadline: cfg.SendRetryDeadline}
+}
+
+// largestMessage is the most a message may weigh on the wire with cfg:
+// every attachment at its limit in base64, the body rendered, the html.
+func largestMessage(cfg config.Config) int {
+	atts := cfg.AttachmentMaxTotalSizeMB << 20 * 4 / 3
+	body := cfg.BodyMaxSizeMB << 20
+	return atts + body + skuld.MaxRenderedSize(body) + cfg.HTMLMaxSizeMB<<20
+}
+
+// keyLease is, with a shared backend, how long another server may still be
+// working on an Idempotency-Key it claimed: the longest a send can take,
+// and a minute for the rest of the request. With the in-memory throttle
+// there is one server: 0.
+func (a *App) keyLease() time.Duration {
+	if a.throttle.shared == nil {
+		return 0
+	}
+	return a.budget.Lease(largestMessage(a.cfg)) + time.Minute
 }
 
 // Close waits for sends in flight, then closes the provider and the
 // database. Safe to call twice.
 func (a *App) Close(ctx context.Context) error {
-	return errors.Join(a.sender.Shutdown(ctx), a.closeAll())
+	return errors.Join(a.queue.Stop(ctx), a.sender.Shutdown(ctx), a.closeAll())
 }
 
 func (a *App) closeAll() error {
+	a.watcher.Stop()
 	var errs []error
 	if a.provider != nil {
 		errs = append(errs, a.provider.Close())
 	}
-	errs = append(errs, a.throttle.Close())
-	return errors.Join(append(errs, a.store.Close())...)
+	errs = append(errs, a.throttle.Close(), a.store.Close())
+	// Last: on SQLite, closing the lock's file must not come before the
+	// database's own.
+	return errors.Join(append(errs, a.lock.Release())...)
 }

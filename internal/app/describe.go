@@ -1,35 +1,106 @@
 package app
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/providers"
 )
 
 // startAttrs are the fields of the start-up line: what an operator needs to
-// see that the server runs as configured. No password, key or user name.
+// see that the server runs as configured. No password, key or user name:
+// URLs are shown as scheme, host and path only. addr is the listener's.
 func (a *App) startAttrs(addr string) []any {
 	c := a.cfg
-	perMinute, perHour := a.limiter.Limits()
+	perMinute, perHour := c.SendRateLimitPerMinute, c.SendRateLimitPerHour
 	attrs := []any{
-		slog.String("version", a.version), slog.String("addr", addr),
+		slog.String("version", a.version), slog.String("addr", ListenAddr(c.Host, addr)),
 		slog.String("db_driver", c.DBDriver), slog.String("database", DescribeDatabase(c)),
 		slog.String("provider", c.EmailProvider),
 	}
-	if c.EmailProvider == "smtp" {
+	switch c.EmailProvider {
+	case "smtp":
 		attrs = append(attrs, slog.String("smtp_host", c.SMTPHost), slog.Int("smtp_port", c.SMTPPort),
 			slog.Bool("smtp_tls", c.SMTPUseTLS))
+	case "mailgun", "sendgrid", "resend", "ses":
+		attrs = append(attrs, slog.String("api_base", MaskURL(APIBase(c))))
+		if c.EmailProvider == "ses" {
+			attrs = append(attrs, slog.String("aws_region", c.AWSRegion))
+		}
 	}
-	return append(attrs,
+	attrs = append(attrs,
 		slog.String("email_domain", a.cfg.EmailDomain),
 		slog.Int("limit_per_minute", perMinute), slog.Int("limit_per_hour", perHour),
+		slog.Int("inbox_limit_per_minute", c.InboxSendRateLimitPerMinute),
+		slog.Int("inbox_limit_per_hour", c.InboxSendRateLimitPerHour),
+		slog.String("throttle_backend", orDefault(c.ThrottleBackend, "memory")))
+	if c.SharedThrottle() {
+		attrs = append(attrs, slog.String("throttle_fail", orDefault(c.ThrottleFail, "closed")))
+	}
+	if c.ThrottleBackend == "redis" {
+		attrs = append(attrs, slog.String("redis", MaskURL(c.RedisURL)), slog.String("redis_key_prefix", c.RedisKeyPrefix))
+	}
+	return append(attrs,
+		slog.Any("domain_allowlist", list(c.OutboundDomainAllowlist)),
+		slog.Any("domain_blocklist", list(c.OutboundDomainBlocklist)),
+		slog.Any("cors_origins", list(c.CORSOrigins)),
 		slog.Bool("api_key", c.APIKey != ""), slog.Bool("metrics_api_key", c.MetricsAPIKey != ""),
 		slog.String("environment", c.Environment))
+}
+
+// list is a comma-separated variable as a JSON list: [] when empty, never
+// null, so that a reader sees "none" rather than "unknown".
+func list(s string) []string {
+	if l := config.SplitList(s); l != nil {
+		return l
+	}
+	return []string{}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// ListenAddr is the address the server listens on, as an operator means
+// it: HOST's own words when the socket is bound to every interface (Go
+// binds 0.0.0.0 dual-stack and reports "[::]"), else the socket's address,
+// whose port is the real one when PORT=0.
+func ListenAddr(host, bound string) string {
+	h, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip, err := netip.ParseAddr(h); err == nil && ip.IsUnspecified() {
+		if hip, err := netip.ParseAddr(host); err == nil && hip.IsUnspecified() {
+			h = host
+		}
+	}
+	return net.JoinHostPort(h, port)
+}
+
+// MaskURL shows a URL without what may be a secret: scheme, host, port and
+// path only; a user, a password or a query (a token) is replaced by "…".
+// A value that does not parse as a URL is shown as "(not a URL)".
+func MaskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a URL)"
+	}
+	masked := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	s := masked.String()
+	if u.User != nil {
+		s = strings.Replace(s, "://", "://…@", 1)
+	}
+	if u.RawQuery != "" {
+		s += "?…"
+	}
+	return s
 }
 
 // DescribeDatabase names the database without its credentials: the SQLite
@@ -55,28 +126,4 @@ func DescribeDatabase(c config.Config) string {
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// CheckProvider proves the provider can be reached without sending
-// anything: SMTP connects, secures and authenticates, and says goodbye.
-// The hosted APIs offer no call free of side effects that every key may
-// make, so for them it only builds the client; what says which was done.
-func CheckProvider(ctx context.Context, cfg config.Config, logger *slog.Logger) (what string, err error) {
-	p, err := newProvider(ctx, cfg, logger)
-	if err != nil {
-		return "provider " + cfg.EmailProvider, err
-	}
-	defer p.Close()
-	switch sp := p.(type) {
-	case *providers.SMTP:
-		what = fmt.Sprintf("provider smtp %s:%d (connected, TLS %t, auth %t)", cfg.SMTPHost, cfg.SMTPPort,
-			cfg.SMTPUseTLS, cfg.SMTPUsername != "")
-		if err := sp.Check(ctx); err != nil {
-			return fmt.Sprintf("provider smtp %s:%d", cfg.SMTPHost, cfg.SMTPPort), err
-		}
-		return what, nil
-	case demoProvider:
-		return "provider demo (sends nothing)", nil
-	}
-	return "provider " + cfg.EmailProvider + " (configured; not contacted: no side-effect-free check)", nil
 }

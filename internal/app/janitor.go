@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/api"
-	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -28,14 +28,14 @@ const expiredGrace = 2 * time.Minute
 // start and then every janitorEvery until Stop.
 type janitor struct {
 	store  *store.Store
-	clock  skuld.Clock
+	clock  clock.Clock
 	logger *slog.Logger
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
 }
 
-func startJanitor(st *store.Store, c skuld.Clock, logger *slog.Logger) *janitor {
+func startJanitor(st *store.Store, c clock.Clock, logger *slog.Logger) *janitor {
 	j := &janitor{store: st, clock: c, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
 	go j.run()
 	return j

@@ -2,30 +2,34 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
 	"github.com/nornweave/nornweave/store"
 )
 
-// throttle is the send throttle THROTTLE_BACKEND chose, with what must be
-// closed with the app.
-type throttle struct {
-	skuld.Throttle
-	lock *store.ServerLock // memory on PostgreSQL: this server is the only one
-	db   *sql.DB           // postgres: the throttle's own small pool
-	// The shared backends gather commits: sent on Close.
-	flusher interface{ Flush(context.Context) error }
-	redis   *redis.Client // redis
+// throttleParts is the send throttle THROTTLE_BACKEND chose, with what must
+// be closed with the app.
+type throttleParts struct {
+	throttle.Throttle // what the pipeline and the API use (FailOpen under THROTTLE_FAIL=open)
+	backend           string
+	limiter           *throttle.GlobalRateLimiter // memory
+	shared            *throttle.Shared            // postgres, redis
+	failOpen          *throttle.FailOpen          // THROTTLE_FAIL=open
+	pool              *pgxpool.Pool               // postgres: the throttle's own small pool
+	redis             *redis.Client               // redis
 
 	closeOnce sync.Once
 	closeErr  error
@@ -35,85 +39,102 @@ type throttle struct {
 // admissions serialize on one advisory lock, so more would only queue.
 const sharedPoolSize = 4
 
-// newThrottle builds the configured throttle. With the in-memory throttle
-// on PostgreSQL it takes the single-server lock, so that a second server on
-// the same database is refused at start-up instead of sending with a full
-// quota of its own. A shared backend is wrapped by the THROTTLE_FAIL
-// policy: open admits when the backend cannot be asked; closed lets the
-// error reach the API (503).
-func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, mem *skuld.GlobalRateLimiter,
-	c skuld.Clock, logger *slog.Logger) (*throttle, error) {
-	t := &throttle{}
-	global := skuld.Limits{PerMinute: cfg.SendRateLimitPerMinute, PerHour: cfg.SendRateLimitPerHour}
-	inbox := skuld.Limits{PerMinute: cfg.InboxSendRateLimitPerMinute, PerHour: cfg.InboxSendRateLimitPerHour}
+// pgthrottleSchema is the shared PostgreSQL throttle's own tables, which
+// the store migrates after the app's (any backend: a switch to postgres
+// then needs no migration).
+var pgthrottleSchema = store.Schema{Name: "pgthrottle", Migrate: pgthrottle.Migrate, Current: pgthrottle.Current}
+
+// newThrottle builds the configured throttle. A shared backend is wrapped
+// by the THROTTLE_FAIL policy: open admits when the backend cannot be
+// asked; closed lets the error reach the API (503). rebuild replaces a
+// shared backend's state with the send record: its servers have just
+// moved to it.
+func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, c clock.Clock, rebuild bool,
+	logger *slog.Logger) (*throttleParts, error) {
+	global := throttle.Limits{PerMinute: cfg.SendRateLimitPerMinute, PerHour: cfg.SendRateLimitPerHour}
+	inbox := throttle.Limits{PerMinute: cfg.InboxSendRateLimitPerMinute, PerHour: cfg.InboxSendRateLimitPerHour}
+	t := &throttleParts{backend: cfg.ThrottleBackend}
+	if !cfg.SharedThrottle() {
+		t.backend = "memory"
+		t.limiter = throttle.NewGlobalRateLimiter(global, inbox)
+		t.Throttle = throttle.NewMemory(t.limiter, c)
+		return t, nil
+	}
+	o := throttle.SharedOptions{Global: global, Inbox: inbox, Clock: c, Logger: logger,
+		Rebuild: func(ctx context.Context) (throttle.Record, error) {
+			return skuld.ThrottleRecord(ctx, st, c.Now(), throttle.DefaultLeaseMargin)
+		}}
 	switch cfg.ThrottleBackend {
 	case "postgres":
-		db, err := skuld.OpenPostgresThrottleDB(cfg.PostgresURL(), sharedPoolSize)
+		pool, err := pgthrottle.OpenPool(ctx, cfg.PostgresURL(), sharedPoolSize)
 		if err != nil {
 			return nil, fmt.Errorf("THROTTLE_BACKEND=postgres: %w", err)
 		}
-		t.db = db
-		pg := skuld.NewPostgresThrottle(db, skuld.PostgresOptions{Global: global, Inbox: inbox})
-		t.Throttle, t.flusher = pg, pg
+		t.pool, t.shared = pool, pgthrottle.New(pool, o)
 	case "redis":
-		rdb, err := skuld.NewRedisClient(cfg.RedisURL)
+		rdb, err := redisthrottle.NewClient(cfg.RedisURL)
 		if err != nil {
 			return nil, err
 		}
-		t.redis = rdb
-		rt := skuld.NewRedisThrottle(rdb, skuld.RedisOptions{Global: global, Inbox: inbox,
-			KeyPrefix: cfg.RedisKeyPrefix})
-		t.Throttle, t.flusher = rt, rt
-	default:
-		lock, err := st.SingleServer(ctx)
-		if err != nil {
-			if errors.Is(err, store.ErrAnotherServer) {
-				logger.Error("refusing to start", slog.Any("error", err))
-			}
-			return nil, err
-		}
-		t.lock = lock
-		t.Throttle = skuld.NewMemoryThrottle(mem, c)
-		return t, nil
+		t.redis, t.shared = rdb, redisthrottle.New(rdb, cfg.RedisKeyPrefix, o)
 	}
-	if err := t.check(ctx); err != nil {
+	t.Throttle = t.shared
+	if rebuild {
+		if err := t.shared.Rebuild(ctx); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("THROTTLE_BACKEND=%s: rebuild its state from the send record: %w", cfg.ThrottleBackend, err)
+		}
+	}
+	if _, err := t.shared.State(ctx, "", throttle.Override{}); err != nil {
 		// Not fatal: the fail policy covers a backend that is down, at
 		// start as later.
 		logger.Error("throttle backend not reachable at start", slog.String("backend", cfg.ThrottleBackend),
 			slog.String("throttle_fail", cfg.ThrottleFail), slog.Any("error", err))
 	}
 	if cfg.ThrottleFail == "open" {
-		t.Throttle = skuld.NewFailOpen(t.Throttle, logger)
+		t.failOpen = throttle.NewFailOpen(t.shared, logger)
+		t.Throttle = t.failOpen
 	}
 	logger.Info("throttle shared", slog.String("backend", cfg.ThrottleBackend), slog.String("throttle_fail", cfg.ThrottleFail))
 	return t, nil
 }
 
-// check asks the shared backend once.
-func (t *throttle) check(ctx context.Context) error {
-	_, err := t.State(ctx)
-	return err
+// SetLimits changes the limits of the running throttle.
+func (t *throttleParts) SetLimits(global, inbox throttle.Limits) {
+	if t.limiter != nil {
+		t.limiter.SetLimits(global, inbox)
+	}
+	if t.shared != nil {
+		t.shared.SetLimits(global, inbox)
+	}
 }
 
-// shared reports a backend other than memory.
-func (t *throttle) shared() bool { return t != nil && (t.db != nil || t.redis != nil) }
+// Unthrottled is the number of sends admitted without the backend under
+// THROTTLE_FAIL=open.
+func (t *throttleParts) Unthrottled() int64 {
+	if t.failOpen == nil {
+		return 0
+	}
+	return t.failOpen.Unthrottled()
+}
 
-// Close releases what newThrottle took; safe on nil and twice.
-func (t *throttle) Close() error {
+// Close sends what the throttle holds and releases what newThrottle took;
+// safe on nil and twice.
+func (t *throttleParts) Close() error {
 	if t == nil {
 		return nil
 	}
 	t.closeOnce.Do(func() {
-		errs := []error{t.lock.Release()}
-		if t.flusher != nil {
+		var errs []error
+		if t.shared != nil {
 			// The last commits and releases; lost, they would count
 			// until their reservations' deadlines.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			errs = append(errs, t.flusher.Flush(ctx))
+			errs = append(errs, t.shared.Close(ctx))
 			cancel()
 		}
-		if t.db != nil {
-			errs = append(errs, t.db.Close())
+		if t.pool != nil {
+			t.pool.Close()
 		}
 		if t.redis != nil {
 			errs = append(errs, t.redis.Close())
@@ -121,17 +142,4 @@ func (t *throttle) Close() error {
 		t.closeErr = errors.Join(errs...)
 	})
 	return t.closeErr
-}
-
-// keyLease is, with a shared backend, how long another server may still be
-// working on an Idempotency-Key it claimed: the longest a send can take
-// (the retry deadline, the default attempt timeout, the transfer of the
-// largest message allowed, base64 included) and a minute for the rest of
-// the request. With the in-memory throttle there is one server: 0.
-func (t *throttle) keyLease(cfg config.Config) time.Duration {
-	if !t.shared() {
-		return 0
-	}
-	largest := cfg.AttachmentMaxTotalSizeMB << 20 * 4 / 3
-	return cfg.SendRetryDeadline + time.Minute + providers.TransferAllowance(largest) + time.Minute
 }

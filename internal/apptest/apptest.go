@@ -26,7 +26,7 @@ func Config(tb testing.TB, driver string) config.Config {
 		SMTPPort: 587, SMTPUseTLS: true, AWSRegion: "us-east-1",
 		Environment: "development", LogLevel: "warning", Host: "127.0.0.1",
 		AttachmentMaxSizeMB: 25, AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
-		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SMTPTimeout: 15 * time.Second,
+		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SendTimeout: time.Minute, SMTPTimeout: 15 * time.Second,
 		ProviderTimeout: 30 * time.Second, ProviderMaxConcurrency: 16, SMTPMaxConnections: 4,
 		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10,
 	}

@@ -1,7 +1,7 @@
 // Package clocktest is a clock for tests of the send pipeline: its wall
 // time and its monotonic reading move only when the test says, and can be
 // moved apart, as a corrected system clock moves them. It satisfies
-// skuld.Clock.
+// clock.Clock.
 package clocktest
 
 import (

@@ -5,8 +5,8 @@
 // no global state, and two servers in one test process do not share counts.
 //
 // No label carries a secret, an address or an id: providers, outcomes,
-// windows, route templates ("/v1/messages/:id", never the URL), methods and
-// status codes only.
+// windows, route templates ("/v1/messages/:id", never the URL), methods,
+// status codes and MCP tool names only.
 package metrics
 
 import (
@@ -20,15 +20,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/throttle"
 )
 
 const namespace = "nornweave"
 
-// Limiter is the throttle whose windows are reported: skuld.Throttle, of
-// whichever backend.
-type Limiter interface {
-	State(ctx context.Context) (skuld.State, error)
+// Throttle is the throttle whose windows are reported, of whichever
+// backend.
+type Throttle interface {
+	State(ctx context.Context, inbox string, o throttle.Override) (throttle.Snapshot, error)
 }
 
 // stateTimeout bounds reading a shared backend's windows at a scrape.
@@ -45,16 +45,21 @@ type Metrics struct {
 	requests        *prometheus.CounterVec
 	requestSeconds  *prometheus.HistogramVec
 	replays         prometheus.Counter
+	toolCalls       *prometheus.CounterVec
+	lateness        prometheus.Histogram
 }
 
-// New registers every metric in a new registry: the server's own, the
-// throttle windows read from limiter at each scrape on clock's monotonic
-// time, build information, and the Go runtime and process collectors.
-func New(version string, limiter Limiter, clock skuld.Clock) *Metrics {
+// New registers every metric in a new registry: the server's own; the
+// throttle's windows, read from th at each scrape, with whether its backend
+// answered; the sends admitted unthrottled (unthrottled, under
+// THROTTLE_FAIL=open); build information, and the Go runtime and process
+// collectors.
+func New(version string, th Throttle, backend string, unthrottled func() int64) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.sends = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sends_total",
-		Help: "Sends admitted by the throttle, by provider and final outcome (sent, failed, unknown)."},
-		[]string{"provider", "outcome"})
+		Help: "Sends admitted by the throttle, by provider, final outcome (sent, failed, unknown) and the " +
+			"failure's cause (providers.Causes; empty when sent)."},
+		[]string{"provider", "outcome", "cause"})
 	m.providerSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 		Name: "provider_request_duration_seconds", Help: "Time of one provider attempt, by provider and outcome.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
@@ -65,22 +70,31 @@ func New(version string, limiter Limiter, clock skuld.Clock) *Metrics {
 		Help: "Sends refused with 429, by full window (a refusal with both windows full counts in each)."},
 		[]string{"window"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "http_requests_total",
-		Help: "HTTP requests by method, route template and status."}, []string{"method", "route", "status"})
+		Help: "HTTP requests by method, route template and status code."}, []string{"method", "route", "code"})
 	m.requestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace,
 		Name: "http_request_duration_seconds", Help: "HTTP request duration by method and route template.",
 		Buckets: prometheus.DefBuckets}, []string{"method", "route"})
 	m.replays = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "idempotent_replays_total",
 		Help: "Responses replayed for a repeated Idempotency-Key instead of sending again."})
+	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "mcp_tool_calls_total",
+		Help: "MCP tool calls by tool and outcome: ok, or the refusal's code (rate_limited, domain_blocked, " +
+			"not_found, validation_error, internal_error, ...), the REST API's codes."},
+		[]string{"tool", "outcome"})
+	m.lateness = newLateness()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help:        "Always 1; the labels say which build is running.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}})
 	build.Set(1)
+	unthrottledSends := prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace,
+		Name: "throttle_unthrottled_sends_total",
+		Help: "Sends admitted without the throttle because its backend could not be asked (THROTTLE_FAIL=open)."},
+		func() float64 { return float64(unthrottled()) })
 	m.reg.MustRegister(m.sends, m.providerSeconds, m.retries, m.refusals, m.requests, m.requestSeconds,
-		m.replays, build, &windowCollector{limiter: limiter, clock: clock},
+		m.replays, m.toolCalls, m.lateness, build, unthrottledSends, &windowCollector{throttle: th, backend: backend},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Both windows appear from the first scrape, at zero.
-	for _, w := range []string{"per-minute", "per-hour"} {
-		m.refusals.WithLabelValues(w)
+	// Every window appears from the first scrape, at zero.
+	for _, w := range throttle.Windows {
+		m.refusals.WithLabelValues(w.String())
 	}
 	return m
 }
@@ -99,17 +113,17 @@ func (m *Metrics) ProviderCall(provider, outcome string, d time.Duration) {
 }
 
 // SendFinished implements skuld.Observer.
-func (m *Metrics) SendFinished(provider, outcome string) {
-	m.sends.WithLabelValues(provider, outcome).Inc()
+func (m *Metrics) SendFinished(provider, outcome, cause string) {
+	m.sends.WithLabelValues(provider, outcome, cause).Inc()
 }
 
 // Retried implements skuld.Observer.
 func (m *Metrics) Retried(provider string) { m.retries.WithLabelValues(provider).Inc() }
 
 // Refused implements skuld.Observer.
-func (m *Metrics) Refused(windows []string) {
+func (m *Metrics) Refused(windows []throttle.Window) {
 	for _, w := range windows {
-		m.refusals.WithLabelValues(w).Inc()
+		m.refusals.WithLabelValues(w.String()).Inc()
 	}
 }
 
@@ -123,41 +137,55 @@ func (m *Metrics) Request(method, route string, status int, d time.Duration) {
 // Replayed implements api.Metrics.
 func (m *Metrics) Replayed() { m.replays.Inc() }
 
-// windowCollector reports each throttle window's counts as they are at the
-// scrape, so the gauges are never stale and cost nothing between scrapes.
+// ToolCall implements api.Metrics: one MCP tool call answered.
+func (m *Metrics) ToolCall(tool, outcome string) { m.toolCalls.WithLabelValues(tool, outcome).Inc() }
+
+// windowCollector reports the global windows as they are at the scrape, so
+// the gauges are never stale and cost nothing between scrapes, and whether
+// the throttle's backend answered. With a shared backend the windows are
+// the cluster's: every server reports the same numbers (aggregate with
+// max(), not sum()).
 type windowCollector struct {
-	limiter Limiter
-	clock   skuld.Clock
+	throttle Throttle
+	backend  string
 }
 
 var (
-	windowUsed = prometheus.NewDesc(namespace+"_throttle_window_used", "Committed sends inside the window.",
+	windowUsed = prometheus.NewDesc(namespace+"_throttle_window_used",
+		"Committed sends inside the window (with a shared backend, the cluster's: every server reports it).",
 		[]string{"window"}, nil)
 	windowInFlight = prometheus.NewDesc(namespace+"_throttle_window_in_flight",
-		"Sends admitted and not yet answered by the provider.", []string{"window"}, nil)
+		"Sends admitted and not yet answered by the provider (the cluster's with a shared backend).",
+		[]string{"window"}, nil)
 	windowLimit = prometheus.NewDesc(namespace+"_throttle_window_limit", "The window's limit; 0 is unlimited.",
 		[]string{"window"}, nil)
+	backendUp = prometheus.NewDesc(namespace+"_throttle_backend_up",
+		"1 if the throttle's backend answered at this scrape, else 0 (memory: always 1).", []string{"backend"}, nil)
 )
 
 func (c *windowCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- windowUsed
 	ch <- windowInFlight
 	ch <- windowLimit
+	ch <- backendUp
 }
 
 func (c *windowCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
-	st, err := c.limiter.State(ctx)
+	snap, err := c.throttle.State(ctx, "", throttle.Override{})
+	up := 1.0
+	if err != nil {
+		up = 0
+	}
+	ch <- prometheus.MustNewConstMetric(backendUp, prometheus.GaugeValue, up, c.backend)
 	if err != nil {
 		return // a shared backend that cannot be read: no window gauges this scrape
 	}
-	for _, w := range []struct {
-		name string
-		s    skuld.WindowState
-	}{{"per-minute", st.PerMinute}, {"per-hour", st.PerHour}} {
-		ch <- prometheus.MustNewConstMetric(windowUsed, prometheus.GaugeValue, float64(w.s.Used), w.name)
-		ch <- prometheus.MustNewConstMetric(windowInFlight, prometheus.GaugeValue, float64(w.s.InFlight), w.name)
-		ch <- prometheus.MustNewConstMetric(windowLimit, prometheus.GaugeValue, float64(w.s.Limit), w.name)
+	for _, w := range []throttle.WindowState{snap.Global.PerMinute, snap.Global.PerHour} {
+		name := w.Window.String()
+		ch <- prometheus.MustNewConstMetric(windowUsed, prometheus.GaugeValue, float64(w.Used), name)
+		ch <- prometheus.MustNewConstMetric(windowInFlight, prometheus.GaugeValue, float64(w.InFlight), name)
+		ch <- prometheus.MustNewConstMetric(windowLimit, prometheus.GaugeValue, float64(w.Limit), name)
 	}
 }

@@ -1,28 +1,24 @@
 // Package providertest is a fake of the hosted email APIs (Mailgun,
 // SendGrid, Resend, Amazon SES v2) on a loopback httptest server: it records
-// every request, answers as the provider documents, and can be told to
-// fail, stall or drop the connection. Provider tests, the end-to-end tests
+// every request, answers as the provider documents (Resend's
+// Idempotency-Key included: a repeat of a key it took gets the first
+// answer and sends nothing), and can be told to fail, stall or drop the
+// connection. Provider tests, the end-to-end tests
 // and the benchmarks use it.
 package providertest
 
 import (
-	"bytes"
-	"encoding/base64"
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nornweave/nornweave/internal/smtptest"
 )
 
 // Kinds are the providers the fake speaks for.
@@ -45,6 +41,7 @@ type Fake struct {
 
 	mu        sync.Mutex
 	requests  []Request
+	taken     map[string]int // Resend: Idempotency-Key → the request that took it
 	respond   Responder
 	delay     time.Duration
 	sendCount int
@@ -67,7 +64,7 @@ func (f *Fake) Connections() int { return int(f.conns.Load()) }
 // message until told otherwise.
 func Start(tb testing.TB, kind string) *Fake {
 	tb.Helper()
-	f := &Fake{Kind: kind}
+	f := &Fake{Kind: kind, taken: make(map[string]int)}
 	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	f.Server.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -111,11 +108,57 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if respond != nil {
-		respond(w, r, n)
-		return
+	key := r.Header.Get("Idempotency-Key")
+	if f.Kind == "resend" && key != "" {
+		if len(key) > 256 {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"statusCode": 400,
+				"message": "The key must be between 1-256 chars.", "name": "invalid_idempotency_key"})
+			return
+		}
+		f.mu.Lock()
+		first, ok := f.taken[key]
+		f.mu.Unlock()
+		if ok {
+			// Resend answers a repeated key with the first answer and
+			// sends nothing.
+			f.Accept(w, first)
+			return
+		}
 	}
-	f.Accept(w, n)
+	sw := &statusWriter{ResponseWriter: w}
+	if respond != nil {
+		respond(sw, r, n)
+	} else {
+		f.Accept(sw, n)
+	}
+	if f.Kind == "resend" && key != "" && sw.status/100 == 2 {
+		f.mu.Lock()
+		f.taken[key] = n
+		f.mu.Unlock()
+	}
+}
+
+// statusWriter remembers the status a Responder wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Hijack lets a Responder drop the connection through the wrapper.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.ResponseWriter.(http.Hijacker).Hijack()
 }
 
 // Count is the number of requests received.
@@ -186,8 +229,12 @@ func (f *Fake) Reject(status int, msg string, headers ...string) Responder {
 			writeJSON(w, status, map[string]any{"statusCode": status, "message": msg, "name": "validation_error"})
 		case "ses":
 			code := map[int]string{400: "MessageRejected", 403: "AccessDeniedException",
-				429: "TooManyRequestsException", 500: "InternalFailure", 503: "ServiceUnavailable"}[status]
-			if code == "" {
+				429: "TooManyRequestsException", 503: "ServiceUnavailable"}[status]
+			switch {
+			case code != "":
+			case status >= 500:
+				code = "InternalFailure"
+			default:
 				code = "BadRequestException"
 			}
 			if w.Header().Get("X-Amzn-ErrorType") == "" {
@@ -210,79 +257,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
-}
-
-// Sent is a message as the fake saw it, whatever the provider's format.
-type Sent struct {
-	// Envelope is every recipient, Bcc included.
-	Envelope []string
-	// Headers are the message's headers by canonical name: from the MIME
-	// for Mailgun and SES, from the JSON ("headers", "from", ...) otherwise.
-	Headers map[string]string
-	// MIME is the decoded message for the raw-MIME providers.
-	MIME *smtptest.Message
-	// JSON is the decoded body for the JSON providers.
-	JSON map[string]any
-}
-
-// Message decodes the ith request (from 0) as a sent message.
-func (f *Fake) Message(tb testing.TB, i int) Sent {
-	tb.Helper()
-	reqs := f.Requests()
-	if i >= len(reqs) {
-		tb.Fatalf("fake %s received %d requests, want at least %d", f.Kind, len(reqs), i+1)
-	}
-	r := reqs[i]
-	s := Sent{Headers: map[string]string{}}
-	switch f.Kind {
-	case "mailgun":
-		_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if err != nil {
-			tb.Fatalf("mailgun request Content-Type %q: %v", r.Header.Get("Content-Type"), err)
-		}
-		form, err := multipart.NewReader(bytes.NewReader(r.Body), params["boundary"]).ReadForm(32 << 20)
-		if err != nil {
-			tb.Fatalf("mailgun request is not multipart/form-data: %v", err)
-		}
-		s.Envelope = form.Value["to"]
-		if len(form.File["message"]) != 1 {
-			tb.Fatalf("mailgun request has %d message files, want 1", len(form.File["message"]))
-		}
-		fh, _ := form.File["message"][0].Open()
-		raw, _ := io.ReadAll(fh)
-		s.setMIME(raw)
-	case "ses":
-		var in struct {
-			Destination struct{ ToAddresses, CcAddresses, BccAddresses []string }
-			Content     struct{ Raw struct{ Data string } }
-		}
-		if err := json.Unmarshal(r.Body, &in); err != nil {
-			tb.Fatalf("ses request body: %v", err)
-		}
-		d := in.Destination
-		s.Envelope = append(append(append([]string{}, d.ToAddresses...), d.CcAddresses...), d.BccAddresses...)
-		raw, err := base64.StdEncoding.DecodeString(in.Content.Raw.Data)
-		if err != nil {
-			tb.Fatalf("ses Content.Raw.Data is not base64: %v", err)
-		}
-		s.setMIME(raw)
-	default:
-		if err := json.Unmarshal(r.Body, &s.JSON); err != nil {
-			tb.Fatalf("%s request body: %v", f.Kind, err)
-		}
-		if h, ok := s.JSON["headers"].(map[string]any); ok {
-			for k, v := range h {
-				s.Headers[http.CanonicalHeaderKey(k)], _ = v.(string)
-			}
-		}
-	}
-	return s
-}
-
-func (s *Sent) setMIME(raw []byte) {
-	m := smtptest.Parse(raw)
-	s.MIME = &m
-	for k, v := range m.Header {
-		s.Headers[k] = strings.Join(v, ", ")
-	}
 }

@@ -3,6 +3,7 @@ package smtptest
 import (
 	"io"
 	"slices"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -16,13 +17,18 @@ type backend struct{ s *Server }
 // holds for every message of the session.
 func (b *backend) NewSession(c *smtp.Conn) (smtp.Session, error) {
 	_, isTLS := c.TLSConnectionState()
-	return &session{s: b.s, tls: isTLS}, nil
+	ss := &session{s: b.s, conn: trackedOf(c.Conn()), tls: isTLS}
+	// go-smtp asks for a session on the EHLO that opens one, before
+	// answering it.
+	b.s.at(AtEHLO, ss.conn)
+	return ss, nil
 }
 
 // session is the state of one connection's current transaction. go-smtp
 // calls its methods from the connection's goroutine only.
 type session struct {
 	s      *Server
+	conn   *trackedConn // nil only if go-smtp wraps connections in a way not foreseen
 	tls    bool
 	authed bool
 	from   string
@@ -54,6 +60,7 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 
 // Mail implements smtp.Session.
 func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+	ss.s.at(AtMail, ss.conn)
 	if ss.s.cfg.username != "" && !ss.authed {
 		return smtp.ErrAuthRequired
 	}
@@ -63,6 +70,12 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 
 // Rcpt implements smtp.Session.
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	ss.s.at(AtRcpt, ss.conn)
+	if ss.conn != nil && ss.s.stallsAt(AtData) {
+		// The reply to this RCPT is written before the next read: what
+		// waits is the reading of DATA.
+		ss.conn.beforeRead = func() { ss.s.at(AtData, ss.conn) }
+	}
 	if ss.s.recipientRejected(to) {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}
 	}
@@ -73,17 +86,19 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // Data implements smtp.Session. The whole message is read before a
 // rejection is returned, as a real server answers after the final ".".
 func (ss *session) Data(r io.Reader) error {
+	ss.s.at(InContent, ss.conn)
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return err
 	}
+	received := time.Now()
 	if err := ss.s.dataVerdict(); err != nil {
 		return err
 	}
 	m := parse(raw)
-	m.From, m.To, m.TLS = ss.from, slices.Clone(ss.to), ss.tls
+	m.From, m.To, m.TLS, m.Received = ss.from, slices.Clone(ss.to), ss.tls, received
 	ss.s.store(m)
-	ss.s.delayReply()
+	ss.s.at(BeforeReply, ss.conn)
 	return nil
 }
 

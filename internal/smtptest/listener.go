@@ -1,23 +1,27 @@
 package smtptest
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 )
 
 // trackingListener counts accepted connections and keeps the open ones, so
-// the server can drop them on demand; go-smtp does not expose its own set.
+// the server can drop them on demand and wait for them to end; go-smtp does
+// not expose its own set.
 type trackingListener struct {
 	net.Listener
+	s *Server
 
-	mu     sync.Mutex
-	total  int
-	open   map[*trackedConn]struct{}
-	closed bool
+	mu      sync.Mutex
+	total   int
+	open    map[*trackedConn]struct{}
+	closed  bool
+	changed chan struct{} // closed and replaced whenever a connection ends
 }
 
-func newTrackingListener(l net.Listener) *trackingListener {
-	return &trackingListener{Listener: l, open: make(map[*trackedConn]struct{})}
+func newTrackingListener(l net.Listener, s *Server) *trackingListener {
+	return &trackingListener{Listener: l, s: s, open: make(map[*trackedConn]struct{}), changed: make(chan struct{})}
 }
 
 // Accept implements net.Listener.
@@ -27,6 +31,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c, l: l}
+	l.s.accepted(tc)
 	l.mu.Lock()
 	l.total++
 	closed := l.closed
@@ -69,17 +74,52 @@ func (l *trackingListener) closeAll() {
 	}
 }
 
+// idle returns the number of open connections and a channel closed when
+// that number next changes.
+func (l *trackingListener) idle() (int, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.open), l.changed
+}
+
 func (l *trackingListener) forget(c *trackedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.open, c)
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
-// trackedConn removes itself from its listener's open set when closed.
+// trackedConn removes itself from its listener's open set when closed, and
+// carries the hooks of the stages that act below go-smtp: the first write
+// (the greeting) and the read of the command after RCPT TO.
 type trackedConn struct {
 	net.Conn
 	l    *trackingListener
 	once sync.Once
+
+	// Set before the handler starts, or by the session on the handler's
+	// goroutine, which does every Read and Write: no lock needed.
+	beforeWrite func() // run once, before the first Write
+	beforeRead  func() // run once, before the next Read
+}
+
+// Read implements net.Conn.
+func (c *trackedConn) Read(b []byte) (int, error) {
+	if f := c.beforeRead; f != nil {
+		c.beforeRead = nil
+		f()
+	}
+	return c.Conn.Read(b)
+}
+
+// Write implements net.Conn.
+func (c *trackedConn) Write(b []byte) (int, error) {
+	if f := c.beforeWrite; f != nil {
+		c.beforeWrite = nil
+		f()
+	}
+	return c.Conn.Write(b)
 }
 
 // Close implements net.Conn.
@@ -87,4 +127,22 @@ func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.forget(c) })
 	return err
+}
+
+// reset aborts the connection with a TCP RST instead of a FIN.
+func (c *trackedConn) reset() {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// trackedOf finds the tracked connection under a go-smtp connection, which
+// may be wrapped in TLS (implicit, or after STARTTLS).
+func trackedOf(nc net.Conn) *trackedConn {
+	if t, ok := nc.(*tls.Conn); ok {
+		nc = t.NetConn()
+	}
+	tc, _ := nc.(*trackedConn)
+	return tc
 }

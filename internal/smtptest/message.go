@@ -14,6 +14,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Message is one message accepted by the server: its envelope, the raw
@@ -26,6 +27,10 @@ type Message struct {
 	// TLS reports that the message arrived on a TLS connection (STARTTLS
 	// or implicit).
 	TLS bool
+	// Received is when the server had read the whole message, final "."
+	// included: the moment it could queue it. A test compares it with a
+	// client's deadline.
+	Received time.Time
 	// Data is the message exactly as received, after dot-unstuffing.
 	Data []byte
 	// Header is the top-level header as parsed by net/mail; encoded words

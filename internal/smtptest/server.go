@@ -49,14 +49,14 @@ type Server struct {
 	clientTLS *tls.Config
 	serveDone chan struct{}
 
-	mu        sync.Mutex
-	messages  []Message
-	rejectDt  *smtp.SMTPError
-	rejectN   []*smtp.SMTPError // answers for the next messages, before rejectDt
-	dataDelay time.Duration
-	quit      chan struct{} // closed by stop: ends delayed replies
-	rejectTo  map[string]bool
-	changed   chan struct{} // closed and replaced whenever a message arrives
+	mu       sync.Mutex
+	messages []Message
+	rejectDt *smtp.SMTPError
+	rejectN  []*smtp.SMTPError // answers for the next messages, before rejectDt
+	stages   map[Stage]stageAction
+	quit     chan struct{} // closed by stop: ends stalls
+	rejectTo map[string]bool
+	changed  chan struct{} // closed and replaced whenever a message arrives
 }
 
 // Start starts a server and registers t.Cleanup to stop it: Cleanup closes
@@ -72,6 +72,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		cfg:       cfg,
 		serveDone: make(chan struct{}),
 		rejectTo:  make(map[string]bool),
+		stages:    make(map[Stage]stageAction),
 		changed:   make(chan struct{}),
 		quit:      make(chan struct{}),
 	}
@@ -80,8 +81,11 @@ func Start(t testing.TB, opts ...Option) *Server {
 	srv.Domain = "smtptest.localhost"
 	srv.MaxRecipients = 1000
 	srv.MaxMessageBytes = 64 << 20
-	srv.ReadTimeout = 5 * time.Second
-	srv.WriteTimeout = 5 * time.Second
+	// Long enough for a message of a few MiB under the race detector
+	// (go-smtp reads the data byte by byte): the read deadline is set once,
+	// before DATA, and covers the whole message.
+	srv.ReadTimeout = 30 * time.Second
+	srv.WriteTimeout = 30 * time.Second
 	// Without TLS go-smtp refuses AUTH; tests of plain-mode AUTH need it.
 	srv.AllowInsecureAuth = true
 	srv.ErrorLog = tbLogger{t}
@@ -104,7 +108,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatalf("smtptest: listen: %v", err)
 	}
-	s.ln = newTrackingListener(raw)
+	s.ln = newTrackingListener(raw, s)
 	var ln net.Listener = s.ln
 	if cfg.implicitTLS {
 		// Wrapping outside the tracking listener keeps the raw TCP
@@ -202,30 +206,6 @@ func (s *Server) RejectDataTimes(n, code int, enhanced [3]int, message string) {
 	}
 }
 
-// DelayDataReply makes the server take each following message (it is
-// stored, as a server queues it) and only then wait d before answering the
-// final ".": the client cannot know whether the message was taken. The
-// wait ends early when the server stops.
-func (s *Server) DelayDataReply(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dataDelay = d
-}
-
-// delayReply waits out the configured DATA reply delay.
-func (s *Server) delayReply() {
-	s.mu.Lock()
-	d := s.dataDelay
-	s.mu.Unlock()
-	if d <= 0 {
-		return
-	}
-	select {
-	case <-time.After(d):
-	case <-s.quit:
-	}
-}
-
 // RejectRecipient makes the server answer RCPT TO for addr with
 // 550 5.1.1 from now on.
 func (s *Server) RejectRecipient(addr string) {
@@ -237,6 +217,27 @@ func (s *Server) RejectRecipient(addr string) {
 // DropIdleConnections closes every connection currently open without a
 // word, as a server does when its idle timeout strikes or it restarts.
 func (s *Server) DropIdleConnections() { s.ln.closeAll() }
+
+// WaitIdle waits until every connection has ended, closed by either side,
+// so that whatever the server does after a stall has been done: a test
+// that cut a client off mid-session can then check that no message
+// arrived late. It fails the test after 10 seconds.
+func (s *Server) WaitIdle(t testing.TB) {
+	t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for {
+		n, changed := s.ln.idle()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("smtptest: %d connections still open after %s", n, waitLimit)
+		}
+	}
+}
 
 // WaitForCount waits until at least n messages have been accepted and fails
 // the test if that does not happen within 10 seconds.

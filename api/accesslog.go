@@ -1,0 +1,119 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// tooManyLogInterval is how often, during a run of 429s, the access log
+// writes one summary line instead of a line per refused request.
+const tooManyLogInterval = 10 * time.Second
+
+// accessLog logs one line per request after the error handler has run, so
+// that the line has the final status. 429s are summarised (see tooMany):
+// a retry storm against the throttle was 69,477 access lines in 15 s.
+func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		req, status := c.Request(), c.Response().Status
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		now := a.Clock.Mono()
+		attrs := []slog.Attr{slog.String("method", req.Method), slog.String("path", req.URL.Path),
+			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000)}
+		if status == http.StatusTooManyRequests {
+			if !a.tooMany.refused(now, req.Method+" "+route) {
+				return nil // counted; the summary will say it
+			}
+			attrs = append(attrs, slog.Int("similar_summarized_every_s", int(a.tooMany.interval/time.Second)))
+		} else {
+			a.tooMany.tick(now)
+		}
+		level := slog.LevelInfo
+		if route == "/health" || route == "/ready" {
+			level = slog.LevelDebug
+		}
+		a.logger.LogAttrs(req.Context(), level, "request", attrs...)
+		return nil
+	}
+}
+
+// tooMany keeps 429s from flooding the access log, the way the send
+// pipeline's refusal summary keeps the throttle's WARN lines down: the
+// first 429 of a run is logged in full; the rest are counted by route, and
+// while they go on one line per interval gives the exact counts; a quiet
+// interval ends the run, so the next 429 is logged in full again. A
+// summary due is written by the next request of any status, and a last one
+// when the server drains. Time is the API's monotonic clock, so tests
+// drive it without sleeping. It is safe for concurrent use.
+type tooMany struct {
+	logger   *slog.Logger
+	interval time.Duration
+
+	mu      sync.Mutex
+	running bool           // a run of 429s is under way
+	since   time.Duration  // Mono at the start of the current interval
+	total   int            // 429s since, not yet logged
+	routes  map[string]int // of which, by "METHOD /route/:template"
+}
+
+func newTooMany(logger *slog.Logger, interval time.Duration) *tooMany {
+	return &tooMany{logger: logger, interval: interval, routes: map[string]int{}}
+}
+
+// refused records a 429 at now and reports whether it is the first of a
+// run, to be logged in full; otherwise it is counted.
+func (t *tooMany) refused(now time.Duration, route string) (logIt bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.flushLocked(now, false)
+	if !t.running {
+		t.running, t.since = true, now
+		return true
+	}
+	t.total++
+	t.routes[route]++
+	return false
+}
+
+// tick writes a summary that is due.
+func (t *tooMany) tick(now time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.flushLocked(now, false)
+}
+
+// flush writes what has not been written, whatever the interval.
+func (t *tooMany) flush(now time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.flushLocked(now, true)
+}
+
+func (t *tooMany) flushLocked(now time.Duration, final bool) {
+	if !t.running || (!final && now-t.since < t.interval) {
+		return
+	}
+	if t.total == 0 {
+		t.running = false // a quiet interval: the run is over
+		return
+	}
+	// Not a request's context: the line is about many requests.
+	t.logger.LogAttrs(context.Background(), slog.LevelInfo, "requests answered 429 since the last report",
+		slog.Int("status", http.StatusTooManyRequests), slog.Int("count", t.total),
+		slog.Any("by_route", t.routes), slog.Int64("over_ms", (now-t.since).Milliseconds()))
+	t.since, t.total, t.routes = now, 0, map[string]int{}
+	if final {
+		t.running = false
+	}
+}

@@ -1,0 +1,148 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/nornweave/nornweave/store"
+)
+
+// recentThreads is how many threads email://inbox/{id}/recent lists, as
+// the Python server's resource does.
+const recentThreads = 10
+
+// addResources adds the Python server's two resources: an inbox's recent
+// threads and a thread as Markdown.
+func (a *API) addResources(s *mcp.Server) {
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "inbox_recent", Title: "Recent threads of an inbox",
+		URITemplate: "email://inbox/{id}/recent", MIMEType: "application/json",
+		Description: "The 10 conversations of an inbox with the latest activity, as list_threads returns them."},
+		a.resource("email://inbox/", "/recent", "application/json", func(ctx context.Context, id string) (string, error) {
+			out, err := a.threadPage(ctx, id, recentThreads, 0)
+			if err != nil {
+				return "", err
+			}
+			return marshalNoEscape(out)
+		}))
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "thread", Title: "A conversation",
+		URITemplate: "email://thread/{id}", MIMEType: "text/markdown",
+		Description: "A conversation as Markdown, oldest message first, as get_thread renders it."},
+		a.resource("email://thread/", "", "text/markdown", func(ctx context.Context, id string) (string, error) {
+			v, err := a.threadView(ctx, id)
+			return v.Markdown, err
+		}))
+}
+
+// resource serves the URIs prefix + id + suffix with read(id). A missing
+// inbox or thread is the protocol's "resource not found"; other failures
+// are the API's sentence (internal ones generic, their cause logged).
+func (a *API) resource(prefix, suffix, mimeType string, read func(ctx context.Context, id string) (string, error)) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		uri := req.Params.URI
+		id, ok := strings.CutPrefix(uri, prefix)
+		if id, ok = strings.CutSuffix(id, suffix); !ok || id == "" || strings.Contains(id, "/") {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
+		text, err := read(ctx, id)
+		if err != nil {
+			p := a.classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
+			if p.Code == "not_found" {
+				return nil, mcp.ResourceNotFoundError(uri)
+			}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}}, nil
+	}
+}
+
+// threadResult is get_thread's answer: the conversation to read, and its
+// messages as data.
+type threadResult struct {
+	ID       string          `json:"id"`
+	Subject  string          `json:"subject"`
+	Summary  *string         `json:"summary"`
+	Markdown string          `json:"markdown" jsonschema:"the conversation as Markdown, oldest message first"`
+	Messages []threadMessage `json:"messages" jsonschema:"the messages, oldest first; outbound mail is role assistant, written by the inbox"`
+	// Truncated is set when the text passed maxPageBytes.
+	Truncated bool `json:"truncated" jsonschema:"true when the conversation is longer than one answer holds (8 MB of text): the newest messages are left out; read them with list_messages"`
+}
+
+func (r threadResult) toolText() string { return r.Markdown }
+
+// errTruncated stops a walk whose answer is full.
+var errTruncated = errors.New("answer full")
+
+// threadView reads a thread as get_thread and email://thread/{id} show
+// it: every message up to maxPageBytes of text, oldest first, as Markdown
+// and as data.
+func (a *API) threadView(ctx context.Context, id string) (threadResult, error) {
+	t, err := a.thread(ctx, id)
+	if err != nil {
+		return threadResult{}, err
+	}
+	msgs, err := a.conversation(ctx, t)
+	if err != nil {
+		return threadResult{}, err
+	}
+	out := threadResult{ID: t.ID, Subject: t.Subject, Summary: t.Summary, Messages: []threadMessage{}}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# %s\n\n", oneLine(t.Subject))
+	size := 0
+	err = a.walkBodies(ctx, msgs, func(i int, m *store.Message) error {
+		if size += 2 * len(m.Text); size > maxPageBytes && i > 0 {
+			return errTruncated
+		}
+		out.Messages = append(out.Messages, toThreadMessage(m))
+		writeMessageMarkdown(&md, m)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errTruncated):
+		out.Truncated = true
+		fmt.Fprintf(&md, "_%d later messages are not shown: read them with list_messages._\n",
+			len(msgs)-len(out.Messages))
+	case err != nil:
+		return threadResult{}, err
+	}
+	out.Markdown = md.String()
+	return out, nil
+}
+
+// writeMessageMarkdown writes one message: who wrote to whom and when, its
+// outcome if it was not sent, then its Markdown text as it was written.
+func writeMessageMarkdown(md *strings.Builder, m *store.Message) {
+	ts := m.CreatedAt
+	if m.SentAt != nil {
+		ts = *m.SentAt
+	}
+	fmt.Fprintf(md, "---\n\n**From:** %s  \n", m.FromAddress)
+	for _, h := range []struct {
+		name  string
+		addrs []string
+	}{{"To", m.ToAddresses}, {"Cc", m.CcAddresses}} {
+		if len(h.addrs) > 0 {
+			fmt.Fprintf(md, "**%s:** %s  \n", h.name, strings.Join(h.addrs, ", "))
+		}
+	}
+	fmt.Fprintf(md, "**Date:** %s  \n", ts.UTC().Format(time.RFC3339))
+	if m.Status != "sent" {
+		fmt.Fprintf(md, "**Status:** %s", m.Status)
+		if m.Error != nil {
+			fmt.Fprintf(md, " (%s)", oneLine(*m.Error))
+		}
+		md.WriteString("  \n")
+	}
+	md.WriteString("\n" + strings.TrimSpace(m.Text) + "\n\n")
+}
+
+// oneLine keeps a header value on its line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,245 @@
+package api
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/nornweave/nornweave/store"
+)
+
+// The tools, by the Python server's names (create_inbox, send_email,
+// search_email, list_messages) and ours. Each argument type documents the
+// arguments for the model and gives the input schema; the REST binder
+// reads them (mcpTool); send_email's scheduled_at and on_throttle are read
+// as POST /v1/messages reads them (readHold).
+
+// mcpTools lists every tool, in the order a client shows them.
+func (a *API) mcpTools() []mcpTool {
+	return []mcpTool{
+		tool[createInboxArgs, createInboxResult](toolInfo{name: "create_inbox", title: "Create an inbox",
+			desc: "Create an inbox: an address on the server's email domain (username@domain) that " +
+				"send_email sends from. Returns its id, which every other tool takes as inbox_id. " +
+				"Fails with conflict if the address exists; use list_inboxes to find it."}, a.toolCreateInbox),
+		tool[pageArgs, list[inboxResponse]](toolInfo{name: "list_inboxes", title: "List inboxes", readOnly: true,
+			desc: "List the inboxes, by address: their ids (inbox_id elsewhere), addresses and names."},
+			a.toolListInboxes),
+		tool[sendEmailArgs, sendEmailResult](toolInfo{name: "send_email", title: "Send an email",
+			desc: sendEmailDescription, openWorld: true}, a.toolSendEmail),
+		tool[listMessagesArgs, messagesResult](toolInfo{name: "list_messages", title: "List messages", readOnly: true,
+			desc: "List the messages of an inbox or of a thread, newest first, with their full content. " +
+				"total is how many there are; page with limit and offset."}, a.toolListMessages),
+		tool[getMessageArgs, messageDetail](toolInfo{name: "get_message", title: "Get a message", readOnly: true,
+			desc: "Get one message: recipients, subject, the Markdown text and the HTML that was sent, " +
+				"its status (sent, failed and why), its threading headers and its attachments " +
+				"(get_attachment_content reads one)."}, a.toolGetMessage),
+		tool[searchEmailArgs, searchResult](toolInfo{name: "search_email", title: "Search email", readOnly: true,
+			desc: "Find the messages of an inbox or a thread whose subject or body contains query " +
+				"(case-insensitive), newest first."}, a.toolSearchEmail),
+		tool[listThreadsArgs, list[threadSummary]](toolInfo{name: "list_threads", title: "List threads", readOnly: true,
+			desc: "List an inbox's conversations (threads), most recent activity first: subject, " +
+				"message count and last activity. Read one with get_thread."}, a.toolListThreads),
+		tool[getThreadArgs, threadResult](toolInfo{name: "get_thread", title: "Read a thread", readOnly: true,
+			desc: "Read a conversation, oldest message first: as Markdown to read, and as a list of " +
+				"messages. To reply in it, pass its id to send_email as thread_id."}, a.toolGetThread),
+		tool[rateLimitArgs, rateLimitResult](toolInfo{name: "get_rate_limit", title: "Read the send throttle",
+			readOnly: true, desc: rateLimitDescription}, a.toolGetRateLimit),
+		tool[sendWithAttachmentsArgs, sendEmailResult](toolInfo{name: "send_email_with_attachments",
+			title: "Send an email with attachments", desc: sendWithAttachmentsDescription, openWorld: true},
+			a.toolSendWithAttachments),
+		tool[listAttachmentsArgs, list[attachmentResponse]](toolInfo{name: "list_attachments", title: "List attachments",
+			readOnly: true, desc: "List the files sent with a message, a thread or an inbox (exactly one of " +
+				"message_id, thread_id and inbox_id): their ids, names, types and sizes. Read one's content " +
+				"with get_attachment_content."}, a.toolListAttachments),
+		tool[getMessageArgs, messageResponse](toolInfo{name: "cancel_message", title: "Cancel a held email",
+			desc: "Cancel an email that send_email scheduled (scheduled_at) or queued (on_throttle queue), " +
+				"before it starts sending: it is then never sent, and its status is canceled. An email that " +
+				"is sending, sent, failed or canceled already is refused with code not_cancelable (read it " +
+				"with get_message)."}, a.toolCancelMessage),
+		tool[getAttachmentContentArgs, attachmentContent](toolInfo{name: "get_attachment_content",
+			title: "Get an attachment's content", readOnly: true,
+			desc: "Get the content of a file that was sent, base64-encoded, with its name and MIME type."},
+			a.toolGetAttachmentContent),
+	}
+}
+
+// toolInfo is what a tool's definition says besides its schemas.
+type toolInfo struct {
+	name, title, desc string
+	readOnly          bool // reads only: a client may call it without asking
+	openWorld         bool // reaches outside the server (sends mail)
+}
+
+// tool defines a tool whose arguments In documents and whose result is
+// Out; run reads the arguments with the REST binder.
+func tool[In, Out any](info toolInfo, run func(ctx context.Context, args object) (Out, error)) mcpTool {
+	open := info.openWorld
+	return mcpTool{
+		def: &mcp.Tool{Name: info.name, Title: info.title, Description: info.desc,
+			InputSchema: inputSchema[In](), OutputSchema: outputSchema[Out](),
+			Annotations: &mcp.ToolAnnotations{Title: info.title, ReadOnlyHint: info.readOnly, OpenWorldHint: &open}},
+		run: func(ctx context.Context, args object) (any, error) { return run(ctx, args) },
+	}
+}
+
+type createInboxArgs struct {
+	Name     string `json:"name" jsonschema:"the display name of the inbox's messages, e.g. Support (1 to 255 characters)"`
+	Username string `json:"username" jsonschema:"the part of the address before the @: support gives support@<the server's domain>"`
+}
+
+type createInboxResult struct {
+	ID           string `json:"id" jsonschema:"the inbox's id: inbox_id in the other tools"`
+	EmailAddress string `json:"email_address"`
+	Name         string `json:"name"`
+}
+
+func (a *API) toolCreateInbox(ctx context.Context, args object) (createInboxResult, error) {
+	args.names = map[string]string{"email_username": "username"}
+	in, err := a.addInbox(ctx, args)
+	if err != nil {
+		return createInboxResult{}, err
+	}
+	return createInboxResult{ID: in.ID, EmailAddress: in.EmailAddress, Name: in.Name}, nil
+}
+
+// pageArgs are the arguments of a list: limit and offset, as the REST
+// API's query parameters.
+type pageArgs struct {
+	Limit  int `json:"limit,omitempty" jsonschema:"how many items at most, 1 to 500 (default 50)"`
+	Offset int `json:"offset,omitempty" jsonschema:"how many to skip (default 0)"`
+}
+
+// page reads limit and offset within the REST API's bounds.
+func page(args object, maxItems int) (limit, offset int) {
+	return args.integer("limit", defaultLimit, 1, maxItems), args.integer("offset", 0, 0, 1<<31-1)
+}
+
+func (a *API) toolListInboxes(ctx context.Context, args object) (list[inboxResponse], error) {
+	args.forbidExtra("limit", "offset")
+	limit, offset := page(args, maxLimit)
+	if err := args.err(); err != nil {
+		return list[inboxResponse]{}, err
+	}
+	return a.inboxPage(ctx, limit, offset)
+}
+
+type listMessagesArgs struct {
+	InboxID  string `json:"inbox_id,omitempty" jsonschema:"the inbox whose messages to list (give inbox_id, thread_id or both)"`
+	ThreadID string `json:"thread_id,omitempty" jsonschema:"the thread whose messages to list"`
+	pageArgs
+}
+
+type messagesResult struct {
+	Items []messageResponse `json:"items"`
+	Count int               `json:"count" jsonschema:"messages in this page"`
+	Total int64             `json:"total" jsonschema:"messages in all"`
+}
+
+func (a *API) toolListMessages(ctx context.Context, args object) (messagesResult, error) {
+	args.forbidExtra("inbox_id", "thread_id", "limit", "offset")
+	f := store.MessageFilter{InboxID: args.str("inbox_id", false, 0, 0), ThreadID: args.str("thread_id", false, 0, 0)}
+	f.Limit, f.Offset = page(args, maxLimit)
+	if err := args.err(); err != nil {
+		return messagesResult{}, err
+	}
+	msgs, total, err := a.messagePage(ctx, f, "arguments")
+	if err != nil {
+		return messagesResult{}, err
+	}
+	out := messagesResult{Items: make([]messageResponse, len(msgs)), Count: len(msgs), Total: total}
+	for i := range msgs {
+		out.Items[i] = toMessage(&msgs[i])
+	}
+	return out, nil
+}
+
+type getMessageArgs struct {
+	MessageID string `json:"message_id" jsonschema:"the message's id (message_id of send_email, id in the lists)"`
+}
+
+func (a *API) toolGetMessage(ctx context.Context, args object) (messageDetail, error) {
+	args.forbidExtra("message_id")
+	id := args.str("message_id", true, 1, 0)
+	if err := args.err(); err != nil {
+		return messageDetail{}, err
+	}
+	return a.messageDetail(ctx, id)
+}
+
+// toolCancelMessage is POST /v1/messages/{id}/cancel.
+func (a *API) toolCancelMessage(ctx context.Context, args object) (messageResponse, error) {
+	args.forbidExtra("message_id")
+	id := args.str("message_id", true, 1, 0)
+	if err := args.err(); err != nil {
+		return messageResponse{}, err
+	}
+	m, err := a.CancelMessage(ctx, id)
+	if err != nil {
+		return messageResponse{}, err
+	}
+	return toMessage(m), nil
+}
+
+type searchEmailArgs struct {
+	Query    string `json:"query" jsonschema:"the text to find in subjects and bodies (1 to 256 characters)"`
+	InboxID  string `json:"inbox_id,omitempty" jsonschema:"the inbox to search (give inbox_id, thread_id or both)"`
+	ThreadID string `json:"thread_id,omitempty" jsonschema:"the thread to search"`
+	Limit    int    `json:"limit,omitempty" jsonschema:"how many matches at most, 1 to 100 (default 50)"`
+	Offset   int    `json:"offset,omitempty" jsonschema:"how many matches to skip (default 0)"`
+}
+
+type searchResult struct {
+	Query string       `json:"query"`
+	Items []searchItem `json:"items"`
+	Count int          `json:"count"`
+}
+
+func (a *API) toolSearchEmail(ctx context.Context, args object) (searchResult, error) {
+	args.forbidExtra("query", "inbox_id", "thread_id", "limit", "offset")
+	q := searchQuery{Query: args.str("query", true, 1, maxQueryLen), InboxID: args.str("inbox_id", false, 0, 0),
+		ThreadID: args.str("thread_id", false, 0, 0)}
+	q.Limit, q.Offset = page(args, maxSearchLimit)
+	if _, hasInbox := args.present("inbox_id"); !hasInbox && q.ThreadID == "" {
+		args.add("inbox_id", "At least one of inbox_id or thread_id is required", "missing")
+	}
+	if err := args.err(); err != nil {
+		return searchResult{}, err
+	}
+	msgs, err := a.searchMessages(ctx, q, "arguments")
+	if err != nil {
+		return searchResult{}, err
+	}
+	out := searchResult{Query: q.Query, Items: make([]searchItem, len(msgs)), Count: len(msgs)}
+	for i := range msgs {
+		out.Items[i] = toSearchItem(&msgs[i])
+	}
+	return out, nil
+}
+
+type listThreadsArgs struct {
+	InboxID string `json:"inbox_id" jsonschema:"the inbox whose threads to list"`
+	pageArgs
+}
+
+func (a *API) toolListThreads(ctx context.Context, args object) (list[threadSummary], error) {
+	args.forbidExtra("inbox_id", "limit", "offset")
+	id := args.str("inbox_id", true, 0, 0)
+	limit, offset := page(args, maxLimit)
+	if err := args.err(); err != nil {
+		return list[threadSummary]{}, err
+	}
+	return a.threadPage(ctx, id, limit, offset)
+}
+
+type getThreadArgs struct {
+	ThreadID string `json:"thread_id" jsonschema:"the thread's id (thread_id of send_email and of the messages)"`
+}
+
+func (a *API) toolGetThread(ctx context.Context, args object) (threadResult, error) {
+	args.forbidExtra("thread_id")
+	id := args.str("thread_id", true, 0, 0)
+	if err := args.err(); err != nil {
+		return threadResult{}, err
+	}
+	return a.threadView(ctx, id)
+}

@@ -1,0 +1,202 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// loadDoc loads openapi.json with its references resolved.
+func loadDoc(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPIDocument)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	return doc
+}
+
+// operations calls f for every operation.
+func operations(doc *openapi3.T, f func(method, path string, op *openapi3.Operation)) {
+	for _, path := range doc.Paths.InMatchingOrder() {
+		for method, op := range doc.Paths.Value(path).Operations() {
+			f(method, path, op)
+		}
+	}
+}
+
+// unavailableCodes greps this package's source for every code a 503 can
+// carry: newError(http.StatusServiceUnavailable, "code", …) and the
+// problem{Status: http.StatusServiceUnavailable, Code: "code"} of the error
+// mapping's 503s.
+func unavailableCodes(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`StatusServiceUnavailable,\s*(?:"|Code:\s*")([a-z_]+)"`)
+	var codes []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			if !slices.Contains(codes, m[1]) {
+				codes = append(codes, m[1])
+			}
+		}
+	}
+	slices.Sort(codes)
+	return codes
+}
+
+// Every code a 503 can carry is documented on some operation's 503, and
+// each operation but /health (which answers while the server drains)
+// documents a 503.
+func TestOpenAPIDocumentsEvery503Code(t *testing.T) {
+	codes := unavailableCodes(t)
+	want := []string{"database_unavailable", "search_timeout", "server_busy", "shutting_down", "throttle_unavailable"}
+	if !slices.Equal(codes, want) {
+		t.Errorf("the source's 503 codes are %v; the test knew %v: document the new one and update want", codes, want)
+	}
+	documented := map[string]bool{}
+	operations(loadDoc(t), func(method, path string, op *openapi3.Operation) {
+		r := op.Responses.Status(503)
+		if r == nil {
+			if path != "/health" {
+				t.Errorf("%s %s documents no 503", method, path)
+			}
+			return
+		}
+		if codes := enumCodes(r.Value); len(codes) > 0 {
+			for _, c := range codes {
+				documented[c] = true
+			}
+		} else if path != "/ready" {
+			t.Errorf("%s %s: its 503 names no code", method, path)
+		}
+	})
+	for _, c := range codes {
+		if !documented[c] {
+			t.Errorf("503 %s is not documented on any operation", c)
+		}
+	}
+}
+
+// enumCodes is the code enum of a 503's body: allOf [Error, {code: enum}].
+func enumCodes(r *openapi3.Response) []string {
+	mt := r.Content.Get("application/json")
+	if mt == nil || mt.Schema == nil {
+		return nil
+	}
+	var codes []string
+	for _, s := range mt.Schema.Value.AllOf {
+		if p := s.Value.Properties["code"]; p != nil {
+			for _, e := range p.Value.Enum {
+				codes = append(codes, e.(string))
+			}
+		}
+	}
+	return codes
+}
+
+// Every response carries X-Request-Id, and the document says so.
+func TestOpenAPIEveryResponseHasXRequestId(t *testing.T) {
+	operations(loadDoc(t), func(method, path string, op *openapi3.Operation) {
+		for status, r := range op.Responses.Map() {
+			if r.Value.Headers["X-Request-Id"] == nil {
+				t.Errorf("%s %s %s: no X-Request-Id header", method, path, status)
+			}
+		}
+	})
+}
+
+// Every operation shows a request (a curl line in its description), every
+// parameter and request body has examples, and each example is valid
+// against its schema; the send is the first operation and its tag the
+// first, so the reference page opens on it.
+func TestOpenAPIExamples(t *testing.T) {
+	doc := loadDoc(t)
+	operations(doc, func(method, path string, op *openapi3.Operation) {
+		name := method + " " + path
+		if !strings.Contains(op.Description, "```sh\ncurl ") {
+			t.Errorf("%s: no curl example in its description", name)
+		}
+		params := append(doc.Paths.Value(path).Parameters, op.Parameters...)
+		for _, p := range params {
+			if p.Value.Example == nil && len(p.Value.Examples) == 0 {
+				t.Errorf("%s: parameter %s has no example", name, p.Value.Name)
+			} else if p.Value.Example != nil {
+				if err := p.Value.Schema.Value.VisitJSON(p.Value.Example); err != nil {
+					t.Errorf("%s: parameter %s: example %v: %v", name, p.Value.Name, p.Value.Example, err)
+				}
+			}
+		}
+		if op.RequestBody != nil {
+			mt := op.RequestBody.Value.Content.Get("application/json")
+			if len(mt.Examples) == 0 {
+				t.Errorf("%s: request body has no examples", name)
+			}
+			for k, ex := range mt.Examples {
+				if err := mt.Schema.Value.VisitJSON(ex.Value.Value); err != nil {
+					t.Errorf("%s: request example %s: %v", name, k, err)
+				}
+			}
+		}
+		for status, r := range op.Responses.Map() {
+			for _, mt := range r.Value.Content {
+				for k, ex := range mt.Examples {
+					if err := mt.Schema.Value.VisitJSON(ex.Value.Value); err != nil {
+						t.Errorf("%s %s: response example %s: %v", name, status, k, err)
+					}
+				}
+			}
+		}
+	})
+	// kin's maps forget the order; the raw document keeps it.
+	var raw struct {
+		Paths json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(OpenAPIDocument, &raw); err != nil {
+		t.Fatal(err)
+	}
+	path, item := firstMember(t, raw.Paths)
+	method, _ := firstMember(t, item)
+	if got := strings.ToUpper(method) + " " + path; got != "POST /v1/messages" || doc.Tags[0].Name != "messages" {
+		t.Errorf("the document opens on %s (tag %s), want POST /v1/messages (tag messages)", got, doc.Tags[0].Name)
+	}
+}
+
+// firstMember is the first key of a JSON object, and its value.
+func firstMember(t *testing.T, obj json.RawMessage) (string, json.RawMessage) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %s", obj)
+	}
+	key, err := dec.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return key.(string), v
+}

@@ -1,0 +1,43 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Hold is how held sends behave (issue 19): scheduled ones, and those
+// queued when the throttle is full.
+type Hold struct {
+	// ScheduleMaxAhead is how far ahead scheduled_at may be. For this and
+	// QueueMaxAge, 0 (a Config built in code) means the default.
+	ScheduleMaxAhead time.Duration `envconfig:"SCHEDULE_MAX_AHEAD" default:"720h"`
+	// SendOnThrottle is what a throttled send gets when its request does
+	// not say (on_throttle): reject (429, today's behaviour) or queue
+	// (202, sent when its windows have room).
+	SendOnThrottle string `envconfig:"SEND_ON_THROTTLE" default:"reject"`
+	// QueueMaxAge is how long a held message may wait past its due time
+	// (full windows, a provider failing temporarily) before it fails as
+	// expired.
+	QueueMaxAge time.Duration `envconfig:"QUEUE_MAX_AGE" default:"24h"`
+}
+
+func (h *Hold) normalize() {
+	h.SendOnThrottle = strings.ToLower(strings.TrimSpace(h.SendOnThrottle))
+}
+
+func (c Config) validateHold() []error {
+	var errs []error
+	if c.ScheduleMaxAhead < 0 {
+		errs = append(errs, fmt.Errorf("SCHEDULE_MAX_AHEAD: must not be negative, got %s", c.ScheduleMaxAhead))
+	}
+	if c.QueueMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("QUEUE_MAX_AGE: must not be negative, got %s", c.QueueMaxAge))
+	}
+	switch c.SendOnThrottle {
+	case "", "reject", "queue":
+	default:
+		errs = append(errs, fmt.Errorf("SEND_ON_THROTTLE: unknown value %q (want reject or queue)", c.SendOnThrottle))
+	}
+	return errs
+}

@@ -1,0 +1,40 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHoldDefaultsAndValidation(t *testing.T) {
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ScheduleMaxAhead != 30*24*time.Hour || c.SendOnThrottle != "reject" || c.QueueMaxAge != 24*time.Hour {
+		t.Fatalf("defaults %s, %q, %s; want 720h, reject, 24h", c.ScheduleMaxAhead, c.SendOnThrottle, c.QueueMaxAge)
+	}
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string // a substring of the error; "" for valid
+	}{
+		{"queue", func(c *Config) { c.SendOnThrottle = "queue" }, ""},
+		{"unknown on-throttle", func(c *Config) { c.SendOnThrottle = "later" }, "SEND_ON_THROTTLE"},
+		{"negative max ahead", func(c *Config) { c.ScheduleMaxAhead = -time.Hour }, "SCHEDULE_MAX_AHEAD"},
+		{"negative max age", func(c *Config) { c.QueueMaxAge = -time.Hour }, "QUEUE_MAX_AGE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := c
+			tt.change(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,85 @@
+package app
+
+import (
+	"context"
+	"crypto/x509"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nornweave/nornweave/core/config"
+)
+
+// reach makes a TLS handshake with the API base and sends no request.
+func TestReachHandshakesAndSendsNothing(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	how, err := reach(context.Background(), srv.URL+"/v3", roots, noProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "DNS 1 address, TCP " + srv.Listener.Addr().String() + ", TLS 1.3"
+	if how != want {
+		t.Errorf("reach = %q, want %q", how, want)
+	}
+	if _, err := reach(context.Background(), srv.URL, nil, noProxy); err == nil || !strings.HasPrefix(err.Error(), "TLS: ") {
+		t.Errorf("reach with the system roots = %v, want a TLS error", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("reach made %d HTTP requests, want none", n)
+	}
+}
+
+func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
+
+// Behind HTTPS_PROXY, which the providers honour, the proxy is what is reached.
+func TestReachGoesThroughTheProxy(t *testing.T) {
+	proxy := httptest.NewServer(http.NotFoundHandler())
+	defer proxy.Close()
+	pu, err := url.Parse(proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	how, err := reach(context.Background(), "https://api.mailgun.net", nil, http.ProxyURL(pu))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(proxy.URL, "http://")
+	if want := "via proxy " + host + ": DNS 1 address, TCP " + host + ", TLS to the API not checked through the proxy"; how != want {
+		t.Errorf("reach = %q, want %q", how, want)
+	}
+}
+
+func TestAPIBase(t *testing.T) {
+	for _, tt := range []struct {
+		provider, override, want string
+	}{
+		{"mailgun", "", "https://api.mailgun.net"},
+		{"mailgun", "https://api.eu.mailgun.net", "https://api.eu.mailgun.net"},
+		{"sendgrid", "", "https://api.sendgrid.com"},
+		{"resend", "", "https://api.resend.com"},
+		{"ses", "", "https://email.eu-west-1.amazonaws.com"},
+		{"ses", "http://localhost:4566", "http://localhost:4566"},
+	} {
+		cfg := testConfig(tt.provider, tt.override)
+		if got := APIBase(cfg); got != tt.want {
+			t.Errorf("APIBase(%s, %q) = %q, want %q", tt.provider, tt.override, got, tt.want)
+		}
+	}
+}
+
+func testConfig(provider, override string) config.Config {
+	c := config.Config{EmailProvider: provider, AWSRegion: "eu-west-1"}
+	c.MailgunAPIBase, c.SendgridAPIBase, c.ResendAPIBase, c.SESEndpoint = override, override, override, override
+	return c
+}

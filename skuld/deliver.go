@@ -1,0 +1,202 @@
+package skuld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/store"
+)
+
+// deliver calls the provider, retrying temporary failures until end (mono,
+// the end of the send's lease), then settles the reservation and records
+// the outcome, on every path: success counts, a failure that may have
+// delivered counts, and only a certain failure gives the slot back. It
+// returns the windows the settlement reports, for the rate-limit headers.
+func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Duration, m *store.Message, inbox *store.Inbox, req SendRequest) throttle.Snapshot {
+	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), end, m)
+	out, windows := s.conclude(ctx, tk, m, providerID, sendErr)
+	if err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out); err != nil {
+		// The provider has answered and the throttle is settled; the row
+		// stays "sending" and its slot in flight, both resolved at the
+		// next start-up, where the slot counts.
+		s.o.Logger.ErrorContext(ctx, "record send outcome", slog.String("message_id", m.ID),
+			slog.String("status", out.Status), slog.Any("error", err))
+	}
+	return windows
+}
+
+// tries calls the provider, retrying temporary failures while a retry can
+// start before end (mono) less one attempt.
+func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Duration, m *store.Message) (string, error) {
+	attemptMax := s.o.Budget.Attempt(m.Size)
+	retryBy := end - attemptMax // no retry starts later: RetryDeadline after admission
+	var (
+		providerID string
+		sendErr    error
+	)
+	for attempt := 1; ; attempt++ {
+		left := end - s.o.Clock.Mono()
+		providerID, sendErr = s.attempt(ctx, pm, min(attemptMax, left))
+		if sendErr == nil || !temporary(sendErr) || attempt > s.o.RetryMax {
+			break
+		}
+		wait := s.backoff(attempt, sendErr)
+		if s.o.Clock.Mono()+wait > retryBy {
+			break
+		}
+		s.o.Observer.Retried(s.o.Provider.Name())
+		s.o.Logger.InfoContext(ctx, "provider failed temporarily, retrying", slog.String("message_id", m.ID),
+			slog.Int("attempt", attempt), slog.Int64("wait_ms", wait.Milliseconds()),
+			slog.String("cause", providers.Cause(sendErr)), slog.Any("error", sendErr))
+		time.Sleep(wait)
+	}
+	return providerID, sendErr
+}
+
+// conclude settles a send's reservation by what the provider answered and
+// returns the outcome to record (m takes it too) and the windows the
+// settlement reports.
+func (s *Sender) conclude(ctx context.Context, tk throttle.Ticket, m *store.Message, providerID string, sendErr error) (store.Outcome, throttle.Snapshot) {
+	now := s.o.Clock.Now().UTC()
+	provider := s.o.Provider.Name()
+	var (
+		out     store.Outcome
+		windows throttle.Snapshot
+	)
+	switch {
+	case sendErr == nil:
+		windows = s.settle(ctx, tk.Commit, m.ID)
+		out = store.Outcome{Status: store.StatusSent, ProviderMessageID: &providerID, SentAt: &now, CountedAt: &now}
+		s.o.Observer.SendFinished(provider, OutcomeSent, "")
+		s.o.Logger.InfoContext(ctx, "message sent", slog.String("message_id", m.ID), slog.String("provider", provider))
+	case deliveryUnknown(sendErr):
+		// It may have gone out: it counts, now and after any restart.
+		windows = s.settle(ctx, tk.Commit, m.ID)
+		msg := userError(sendErr)
+		out = store.Outcome{Status: store.StatusFailed, Error: &msg, CountedAt: &now}
+		cause := providers.Cause(sendErr)
+		s.o.Observer.SendFinished(provider, OutcomeUnknown, cause)
+		s.o.Logger.WarnContext(ctx, "provider outcome unknown; counted as sent", slog.String("message_id", m.ID),
+			slog.String("provider", provider), slog.String("cause", cause), slog.Any("error", sendErr))
+	default:
+		windows = s.settle(ctx, tk.Release, m.ID)
+		msg := userError(sendErr)
+		out = store.Outcome{Status: store.StatusFailed, Error: &msg}
+		// Worded by cause: "refused" only when the server answered no.
+		cause := providers.Cause(sendErr)
+		s.o.Observer.SendFinished(provider, OutcomeFailed, cause)
+		s.o.Logger.WarnContext(ctx, "provider send failed: "+providers.DescribeCause(cause),
+			slog.String("message_id", m.ID), slog.String("provider", provider),
+			slog.String("cause", cause), slog.Any("error", sendErr))
+	}
+	m.Status, m.ProviderMessageID, m.Error, m.SentAt = out.Status, out.ProviderMessageID, out.Error, out.SentAt
+	return out, windows
+}
+
+// settle commits or releases a Ticket and returns the windows it reports.
+// A shared backend that cannot be reached leaves the reservation in
+// flight; it is reclaimed, counted, when its lease runs out, so the
+// promise holds and only quota is lost for a while.
+func (s *Sender) settle(ctx context.Context, f func(context.Context) (throttle.Snapshot, error), messageID string) throttle.Snapshot {
+	snap, err := f(ctx)
+	if err != nil {
+		s.o.Logger.ErrorContext(ctx, "settle throttle reservation; it counts until its lease ends",
+			slog.String("message_id", messageID), slog.Any("error", err))
+	}
+	if s.o.Logger.Enabled(ctx, slog.LevelDebug) {
+		s.o.Logger.DebugContext(ctx, "throttle settled", slog.String("message_id", messageID),
+			slog.Int("minute_count", snap.Global.PerMinute.Used+snap.Global.PerMinute.InFlight),
+			slog.Int("hour_count", snap.Global.PerHour.Used+snap.Global.PerHour.InFlight))
+	}
+	return snap
+}
+
+// attempt makes one provider call bounded by timeout. A provider that
+// panics may have sent the message: that is an unknown outcome, not a
+// crashed request with its reservation leaked.
+func (s *Sender) attempt(ctx context.Context, pm providers.Message, timeout time.Duration) (id string, err error) {
+	if timeout <= 0 {
+		return "", context.DeadlineExceeded
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := s.o.Clock.Mono()
+	defer func() {
+		outcome := OutcomeSent
+		switch {
+		case err != nil && deliveryUnknown(err):
+			outcome = OutcomeUnknown
+		case err != nil:
+			outcome = OutcomeFailed
+		}
+		s.o.Observer.ProviderCall(s.o.Provider.Name(), outcome, s.o.Clock.Mono()-start)
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			s.o.Logger.ErrorContext(ctx, "provider panicked", slog.String("provider", s.o.Provider.Name()),
+				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			pe := providers.NewSendError(s.o.Provider.Name()+": the provider failed unexpectedly", fmt.Errorf("panic: %v", r))
+			pe.Unknown = true
+			id, err = "", pe
+		}
+	}()
+	return s.o.Provider.Send(ctx, pm)
+}
+
+// temporary reports a failure after which the message was certainly not
+// taken and may be accepted later. A deadline that struck before the
+// provider began (waiting for a connection) is one.
+func temporary(err error) bool {
+	var se *providers.SendError
+	if errors.As(err, &se) {
+		return se.Temporary
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// deliveryUnknown reports a failure after which the message may have been
+// delivered.
+func deliveryUnknown(err error) bool {
+	var se *providers.SendError
+	return errors.As(err, &se) && se.Unknown
+}
+
+// userError is what the stored row and the client learn of a failed send:
+// a provider's own sentence (providers word them for users: the kind of
+// failure and the server's reply, never a relay's address, a key or a
+// URL), or, without one, the kind of failure and the reply code. A send
+// whose fate is unknown says so first. The full error goes to the log.
+func userError(err error) string {
+	var se *providers.SendError
+	if errors.As(err, &se) && se.Error() != "" {
+		msg := se.Error()
+		if len(msg) > 1000 {
+			msg = msg[:1000] + "…"
+		}
+		if se.Unknown {
+			msg = "delivery unknown: " + msg
+		}
+		return msg
+	}
+	switch {
+	case se != nil && se.Unknown:
+		return "delivery unknown: the mail server did not confirm the message after it was handed over; it may have been delivered"
+	case se != nil && se.Code != 0 && se.Temporary:
+		return fmt.Sprintf("The mail server deferred the message (reply code %d); it was not sent, try again later", se.Code)
+	case se != nil && se.Code != 0:
+		return fmt.Sprintf("The mail server refused the message (reply code %d)", se.Code)
+	case se != nil && se.Temporary:
+		return "Could not reach the mail server; the message was not sent, try again later"
+	case se != nil:
+		return "Could not deliver to the mail server (connection, TLS or authentication failure); the message was not sent"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "The mail server did not answer in time; the message may not have been sent"
+	}
+	return "The provider could not send the message"
+}

@@ -1,0 +1,306 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// defaultMaxBatch bounds the admissions one call to the backend makes.
+const defaultMaxBatch = 64
+
+// batchTimeout bounds one call; the callers' own contexts do not, since
+// one client going away must not fail the others' admissions.
+const batchTimeout = 5 * time.Second
+
+// errClosed refuses an admission after Close.
+var errClosed = errors.New("throttle closed")
+
+// Who holds an ask: its caller, waiting, until the batch answers or the
+// caller gives up, whichever comes first.
+const (
+	waiting int32 = iota
+	answered
+	abandoned
+)
+
+// asking is one Reserve waiting for its batch.
+type asking struct {
+	ask   Ask
+	state atomic.Int32
+	done  chan askResult // buffered: the batch never waits for a caller
+}
+
+type askResult struct {
+	ticket  *sharedTicket
+	refusal *RateLimitedError
+	err     error
+}
+
+// admissions queues the asks of the batch to come. The goroutine that
+// sends batches runs while there are any, and Close waits for it.
+type admissions struct {
+	mu      sync.Mutex
+	queue   []*asking
+	running bool
+	closed  bool
+	idle    sync.WaitGroup // the batch goroutine, while it runs
+}
+
+func (a *admissions) close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.idle.Wait()
+}
+
+// admit queues ask and waits for its answer, or for ctx.
+func (s *Shared) admit(ctx context.Context, ask Ask) (askResult, error) {
+	p := &asking{ask: ask, done: make(chan askResult, 1)}
+	a := &s.adm
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return askResult{}, s.unavailable(errClosed)
+	}
+	a.queue = append(a.queue, p)
+	if !a.running {
+		a.running = true
+		a.idle.Add(1)
+		go s.sendBatches()
+	}
+	a.mu.Unlock()
+	select {
+	case res := <-p.done:
+		return res, res.err
+	case <-ctx.Done():
+		if p.state.CompareAndSwap(waiting, abandoned) {
+			return askResult{}, ctx.Err() // the batch releases what it admits for p
+		}
+		res := <-p.done
+		if res.ticket != nil {
+			_, _ = res.ticket.Release(context.WithoutCancel(ctx))
+		}
+		return askResult{}, ctx.Err()
+	}
+}
+
+// sendBatches sends batches until the queue is empty.
+func (s *Shared) sendBatches() {
+	a := &s.adm
+	defer a.idle.Done()
+	for {
+		a.mu.Lock()
+		// A caller that gave up before its batch was sent costs nothing.
+		a.queue = slices.DeleteFunc(a.queue, func(p *asking) bool { return p.state.Load() == abandoned })
+		batch := a.queue
+		if len(batch) > s.maxBatch {
+			batch = batch[:s.maxBatch:s.maxBatch]
+			a.queue = slices.Clone(a.queue[s.maxBatch:])
+		} else {
+			a.queue = nil
+		}
+		if len(batch) == 0 {
+			a.running = false
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+		s.sendBatch(batch)
+	}
+}
+
+// sendBatch admits one batch and answers each of its callers.
+func (s *Shared) sendBatch(batch []*asking) {
+	// An inbox's asks together: the backend reads its scope once for
+	// them. They all arrived while the last call was on its way, so any
+	// order is one they could have come in.
+	slices.SortStableFunc(batch, func(a, b *asking) int { return strings.Compare(a.ask.Inbox, b.ask.Inbox) })
+	asks := make([]Ask, len(batch))
+	for i, p := range batch {
+		asks[i] = p.ask
+	}
+	global := s.limits.Load()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	b, err := s.d.Reserve(ctx, global, asks)
+	if errors.Is(err, ErrStateLost) {
+		if err = s.recover(ctx); err == nil {
+			b, err = s.d.Reserve(ctx, global, asks)
+		}
+	}
+	if err == nil && len(b.Verdicts) != len(asks) {
+		err = errors.New("backend answered a different number of admissions")
+	}
+	if err != nil {
+		for _, p := range batch {
+			s.answer(p, askResult{err: s.unavailable(err)})
+		}
+		return
+	}
+	s.seen.Store(true)
+	v := &view{raw: &b.Raw, asks: asks, verdicts: b.Verdicts, global: global, readAt: s.clock.Mono()}
+	results, hot := v.judge(s)
+	if hot {
+		s.heat()
+	}
+	for i, p := range batch {
+		s.answer(p, results[i])
+	}
+}
+
+// answer hands res to p's caller, or, if it gave up, releases what was
+// admitted for it.
+func (s *Shared) answer(p *asking, res askResult) {
+	if p.state.CompareAndSwap(waiting, answered) {
+		p.done <- res
+		return
+	}
+	if res.ticket != nil {
+		_, _ = res.ticket.Release(context.Background())
+	}
+}
+
+// view is a batch's raw state, shared by its tickets: what the backend
+// read, and what it admitted in order.
+type view struct {
+	raw      *Raw
+	asks     []Ask
+	verdicts []Verdict
+	global   Limits
+	readAt   time.Duration // local mono when the backend answered
+}
+
+// judge replays the batch on the state the backend read: every refusal's
+// numbers come from it, and a verdict the window rule does not reach on
+// the same state is ErrDisagree (a reservation it made is given back). hot
+// reports a refusal or an admission near a limit.
+func (v *view) judge(s *Shared) (results []askResult, hot bool) {
+	now := v.raw.Now
+	results = make([]askResult, len(v.asks))
+	g := v.raw.Global.scope(now, v.global, nil)
+	var (
+		in      *scope
+		inboxOf string
+	)
+	for k, ask := range v.asks {
+		if ask.Inbox == "" {
+			in = nil
+		} else if in == nil || ask.Inbox != inboxOf {
+			in, inboxOf = v.raw.Inbox[ask.Inbox].scope(now, ask.Limits, nil), ask.Inbox
+		} else {
+			in.setLimits(ask.Limits) // a PATCH may have changed them between two asks
+		}
+		full := [2][2]bool{g.full()}
+		if in != nil {
+			full[1] = in.full()
+		}
+		refused, verdict := full != [2][2]bool{}, v.verdicts[k]
+		switch {
+		case refused && !verdict.Admitted:
+			results[k].refusal = refusal(now, g, in, full)
+			hot = true
+		case !refused && verdict.Admitted:
+			deadline := now + int64(ask.Lease)
+			g.take(deadline, now)
+			if in != nil {
+				in.take(deadline, now)
+			}
+			results[k].ticket = &sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
+			hot = hot || results[k].ticket.near
+		default:
+			if verdict.Admitted {
+				deadline := now + int64(ask.Lease)
+				g.take(deadline, now) // as the backend has it
+				if in != nil {
+					in.take(deadline, now)
+				}
+				(&sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
+			}
+			results[k].err = ErrDisagree
+		}
+	}
+	return results, hot
+}
+
+// snapshot is the windows as ask k's admission saw them, at mono on this
+// server's clock, with k counted then (counted) or given back, and this
+// server's commits and releases made since counted as what they are (mine,
+// given the backend time it was taken at).
+func (v *view) snapshot(k int, mono time.Duration, counted bool, m map[int64]local) Snapshot {
+	t := v.at(mono)
+	ask := v.asks[k]
+	g := v.raw.Global.scope(t, v.global, m)
+	var in *scope
+	if ask.Inbox != "" {
+		in = v.raw.Inbox[ask.Inbox].scope(t, ask.Limits, m)
+	}
+	for j := range k {
+		if !v.verdicts[j].Admitted {
+			continue
+		}
+		same := in != nil && v.asks[j].Inbox == ask.Inbox
+		if x, ok := m[v.verdicts[j].ID]; ok {
+			if x.commit {
+				g.count(x.at)
+				if same {
+					in.count(x.at)
+				}
+			}
+			continue
+		}
+		deadline := v.raw.Now + int64(v.asks[j].Lease)
+		g.take(deadline, t)
+		if same {
+			in.take(deadline, t)
+		}
+	}
+	if counted {
+		g.count(t)
+		if in != nil {
+			in.count(t)
+		}
+	}
+	snap := Snapshot{Global: g.state(t, Global)}
+	if in != nil {
+		snap.Inbox, snap.HasInbox = in.state(t, Inbox), true
+	}
+	return snap
+}
+
+// at maps mono, on this server's clock, to the backend's clock.
+func (v *view) at(mono time.Duration) int64 { return v.raw.Now + int64(max(mono-v.readAt, 0)) }
+
+// sharedTicket is one admission of a batch.
+type sharedTicket struct {
+	s    *Shared
+	v    *view
+	k    int
+	id   int64
+	near bool // its admission left a window at 80% or more
+}
+
+// Commit implements Ticket: counted at the moment of the call, gathered
+// with others or sent at once (see gatherer).
+func (t *sharedTicket) Commit(ctx context.Context) (Snapshot, error) { return t.settle(ctx, true) }
+
+// Release implements Ticket.
+func (t *sharedTicket) Release(ctx context.Context) (Snapshot, error) { return t.settle(ctx, false) }
+
+func (t *sharedTicket) settle(ctx context.Context, commit bool) (Snapshot, error) {
+	at := t.s.clock.Mono()
+	ask := t.v.asks[t.k]
+	// What this server holds now, before this settlement may send it all.
+	mine := t.s.gather.mine(t.v.at(at), at)
+	err := t.s.gather.add(ctx, Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
+		at, t.near || t.s.hot())
+	snap := t.v.snapshot(t.k, at, commit, mine)
+	if err != nil {
+		return snap, t.s.unavailable(err)
+	}
+	return snap, nil
+}

@@ -1,0 +1,128 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// A Driver is where a Shared throttle keeps its state: PostgreSQL
+// (pgthrottle) or Redis (redisthrottle). It stores raw state — the sends
+// counted per bucket (1 s and 1 min buckets) and the reservations in flight
+// with their deadlines — stamped by the backend's own clock, in ns since
+// the Unix epoch, so that every server reads one clock. Each method is one
+// atomic step on the backend.
+//
+// A driver judges an admission by the window rule of the ring buckets
+// (a bucket b of width w counts while b >= floor((now-span)/w); a window is
+// full when its counted sends plus the reservations in flight reach a
+// non-zero limit; a reservation past its deadline counts as a send at its
+// deadline). It does nothing else: batching, gathering commits, Retry-After,
+// the headers and recovery are Shared's, the same for every driver, and
+// every number is computed from the raw state the driver returns, read in
+// the snapshot that judged.
+type Driver interface {
+	// Name is the backend's name, "postgres" or "redis".
+	Name() string
+	// Reserve admits asks in order, as if one at a time, atomically:
+	// it counts the reservations past their deadline at their deadlines,
+	// reads the global scope and each ask's inbox scope, judges each ask
+	// by global and the ask's own limits, and reserves the admitted ones
+	// until now+Lease. It returns what it read before admitting the first
+	// (Batch.Raw; an inbox's scope as it was when the first ask of that
+	// inbox was judged) and a verdict per ask. Asks of one inbox are
+	// adjacent. ErrStateLost means the state has vanished.
+	Reserve(ctx context.Context, global Limits, asks []Ask) (*Batch, error)
+	// Settle commits and releases reservations. A commit counts at
+	// now-Age in the global scope and the inbox's, even when its
+	// reservation is gone (reclaimed, or lost with the state): counting
+	// twice errs on the safe side, not counting does not.
+	Settle(ctx context.Context, s []Settlement) error
+	// Read returns the global scope and inbox's ("" for none) in one
+	// snapshot, changing nothing. ErrStateLost means the state vanished.
+	Read(ctx context.Context, inbox string) (*Raw, error)
+	// Restore writes rec as the whole state and marks the state present.
+	// Unless replace is set it does so only if the state is lost, and
+	// reports whether it did: of several servers that found it lost, one
+	// rebuilds it.
+	Restore(ctx context.Context, rec Record, replace bool) (bool, error)
+}
+
+// ErrStateLost is a backend whose state has vanished (a Redis flushed, or
+// restarted without persistence; tables emptied by hand). Shared rebuilds
+// it from the durable send record before it admits anything.
+var ErrStateLost = errors.New("throttle: shared state lost")
+
+// Ask is one admission as a driver judges it.
+type Ask struct {
+	Inbox  string        // "" for none
+	Limits Limits        // the inbox's limits in force
+	Lease  time.Duration // margin included
+}
+
+// Raw is a backend's state at Now: the global scope and some inboxes'.
+type Raw struct {
+	Now    int64 // ns since the Unix epoch, on the backend's clock
+	Global RawScope
+	Inbox  map[string]*RawScope
+}
+
+// RawScope is one scope's raw state.
+type RawScope struct {
+	Minute, Hour []Bucket // sends counted per bucket (1 s, 1 min); a bucket may appear twice
+	Flights      []Flight // reservations in flight (or past their deadline)
+}
+
+// Bucket is the sends counted in one bucket of a window.
+type Bucket struct {
+	Index int64
+	Sends int
+}
+
+// Flight is one reservation: its id and its deadline (ns).
+type Flight struct{ ID, Deadline int64 }
+
+// Batch is what Reserve answers: the state it read and a verdict per ask.
+type Batch struct {
+	Raw
+	Verdicts []Verdict
+}
+
+// Verdict is one ask's answer: admitted, with the reservation's id.
+type Verdict struct {
+	Admitted bool
+	ID       int64
+}
+
+// Settlement is one commit or release.
+type Settlement struct {
+	ID     int64
+	Inbox  string
+	Commit bool
+	// Age is how long ago, on this server's clock, the send was committed:
+	// it counts at that moment, not when the settlement reaches the
+	// backend.
+	Age time.Duration
+	// Lease is the reservation's, margin included: a backend that lets an
+	// idle inbox's state expire keeps it at least this long.
+	Lease time.Duration
+}
+
+// Record is the durable send record a lost state is rebuilt from: the
+// sends counted in the last 61 minutes and those still in flight.
+type Record struct {
+	Sent    []Sent
+	Pending []Pending
+}
+
+// Sent is a send that counts from At.
+type Sent struct {
+	Inbox string
+	At    time.Time
+}
+
+// Pending is a send in flight until Deadline (margin included).
+type Pending struct {
+	Inbox    string
+	Deadline time.Time
+}

@@ -1,0 +1,254 @@
+package throttle
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A GlobalRateLimiter enforces the send throttle: in any interval of 60
+// seconds at most Limits.PerMinute sends succeed, and in any interval of
+// 3600 seconds at most PerHour, however many goroutines send at once; and,
+// for a send from an inbox, the same two windows of that inbox's own (the
+// inbox defaults, or the inbox's Override). A limit of 0 leaves that window
+// unlimited.
+//
+// A send is admitted with Reserve before the provider is called, and needs
+// room in every window that applies; it is admitted by all of them or
+// refused with nothing taken from any. The Reservation counts as in flight,
+// so concurrent callers cannot all pass a check that none of them has
+// recorded yet. When the provider answers, the caller Commits the
+// reservation (the send counts at the commit moment) or Releases it (the
+// send certainly failed and counts nothing).
+//
+// Each window is a ring of fixed-width buckets (1 s for the minute, 1 min
+// for the hour); a bucket counts until all of it is older than the window,
+// so the limiter errs on the side of refusing for at most one bucket width.
+//
+// Time is monotonic and passed in, as x/time/rate's AllowN takes it: every
+// method takes now as a reading of a clock.Clock's Mono, never wall time, so
+// a step of the system clock cannot empty or freeze the windows. Readings
+// are expected to be non-decreasing. Reserve and Commit do not allocate.
+//
+// The windows of an inbox idle for longer than an hour (nothing counted,
+// nothing in flight) are dropped, and come back empty, so memory follows
+// the inboxes in use, not the inboxes that exist.
+//
+// A GlobalRateLimiter is safe for concurrent use by multiple goroutines.
+type GlobalRateLimiter struct {
+	mu     sync.Mutex
+	global scope
+	// inboxDefault is every inbox's limits unless it overrides them.
+	inboxDefault Limits
+	inboxes      map[string]*scope
+	nextSweep    int64
+}
+
+// Limits are a scope's two limits; 0 means unlimited.
+type Limits struct{ PerMinute, PerHour int }
+
+// Override is an inbox's own limits; a nil field means the default.
+type Override struct{ PerMinute, PerHour *int }
+
+// Apply returns lim with o's fields in place of its own.
+func (o Override) Apply(lim Limits) Limits {
+	if o.PerMinute != nil {
+		lim.PerMinute = *o.PerMinute
+	}
+	if o.PerHour != nil {
+		lim.PerHour = *o.PerHour
+	}
+	return lim
+}
+
+// idleAfter is how long an inbox's windows outlive its last send: past the
+// hour window and its last bucket, they count nothing.
+const idleAfter = int64(61 * time.Minute)
+
+// NewGlobalRateLimiter returns a limiter with the global limits and the
+// inbox defaults. It panics on a negative limit, which configuration
+// validation rejects first.
+func NewGlobalRateLimiter(global, inboxDefault Limits) *GlobalRateLimiter {
+	mustNotBeNegative(global)
+	mustNotBeNegative(inboxDefault)
+	l := &GlobalRateLimiter{inboxes: make(map[string]*scope), inboxDefault: inboxDefault}
+	l.global.init(global)
+	return l
+}
+
+func mustNotBeNegative(lim Limits) {
+	if lim.PerMinute < 0 || lim.PerHour < 0 {
+		panic(fmt.Sprintf("throttle: negative rate limit (per minute %d, per hour %d)", lim.PerMinute, lim.PerHour))
+	}
+}
+
+// SetLimits changes the global limits and the inbox defaults from the next
+// call on. What is counted stays counted: lowering a limit below the sends
+// already in a window refuses until enough of them have left it.
+func (l *GlobalRateLimiter) SetLimits(global, inboxDefault Limits) {
+	mustNotBeNegative(global)
+	mustNotBeNegative(inboxDefault)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.global.setLimits(global)
+	l.inboxDefault = inboxDefault
+}
+
+// Limits returns the global limits and the inbox defaults.
+func (l *GlobalRateLimiter) Limits() (global, inboxDefault Limits) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Limits{l.global.minute.limit, l.global.hour.limit}, l.inboxDefault
+}
+
+// Reserve admits one send from inbox (with its override o; "" for a send
+// with no inbox) at now if the global windows and the inbox's windows all
+// have room, counting committed sends and reservations in flight. lease is
+// the longest the send may take: it will be committed or released by
+// now+lease at the latest, and Retry-After assumes it commits then. On
+// refusal it returns a *RateLimitedError naming every full window, and
+// reserves nothing in any.
+func (l *GlobalRateLimiter) Reserve(now, lease time.Duration, inbox string, o Override) (Reservation, error) {
+	t := int64(now)
+	l.mu.Lock()
+	l.sweep(t)
+	in := l.inbox(inbox, o, t)
+	l.global.advance(t)
+	full := [2][2]bool{l.global.full()}
+	if in != nil {
+		in.advance(t)
+		full[1] = in.full()
+	}
+	if full != [2][2]bool{} {
+		err := refusal(t, &l.global, in, full)
+		l.mu.Unlock()
+		return Reservation{}, err
+	}
+	deadline := t + int64(max(lease, 0))
+	r := Reservation{l: l, global: l.global.take(deadline, t)}
+	if in != nil {
+		r.inbox, r.inboxScope = in.take(deadline, t), in
+	}
+	l.mu.Unlock()
+	return r, nil
+}
+
+// inbox returns the scope of inbox, made if missing, with the limits o
+// gives it now; nil for no inbox. l.mu must be held.
+func (l *GlobalRateLimiter) inbox(inbox string, o Override, t int64) *scope {
+	if inbox == "" {
+		return nil
+	}
+	s := l.inboxes[inbox]
+	if s == nil {
+		s = &scope{}
+		s.init(Limits{})
+		s.last = t
+		l.inboxes[inbox] = s
+	}
+	s.setLimits(o.Apply(l.inboxDefault))
+	return s
+}
+
+// sweep drops, at most once a minute, the scopes of inboxes idle for
+// longer than idleAfter. l.mu must be held.
+func (l *GlobalRateLimiter) sweep(t int64) {
+	if t < l.nextSweep {
+		return
+	}
+	l.nextSweep = t + int64(time.Minute)
+	for id, s := range l.inboxes {
+		if s.minute.inFlight == 0 && t-s.last > idleAfter {
+			delete(l.inboxes, id)
+		}
+	}
+}
+
+// Restore counts a send from inbox ("" for none) that went out, or may
+// have, at t, so that the windows rebuilt from the database at start-up
+// keep the promise across a restart. t is on the same monotonic axis as now
+// (see clock.MonoAt) and may be negative. Times already outside the window
+// are ignored.
+func (l *GlobalRateLimiter) Restore(t time.Duration, inbox string) {
+	ns := int64(t)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.global.count(ns)
+	if s := l.inbox(inbox, Override{}, ns); s != nil {
+		s.count(ns)
+	}
+}
+
+// State reports the global windows at now and, unless inbox is "", those
+// of inbox with override o.
+func (l *GlobalRateLimiter) State(now time.Duration, inbox string, o Override) Snapshot {
+	t := int64(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	snap := Snapshot{Global: l.global.state(t, Global)}
+	if inbox == "" {
+		return snap
+	}
+	snap.HasInbox = true
+	if s := l.inboxes[inbox]; s != nil {
+		s.setLimits(o.Apply(l.inboxDefault))
+		snap.Inbox = s.state(t, Inbox)
+		return snap
+	}
+	var empty scope
+	empty.init(o.Apply(l.inboxDefault))
+	snap.Inbox = empty.state(t, Inbox)
+	return snap
+}
+
+// Reservation is one admitted send, in flight until it is committed or
+// released. Exactly one of Commit or Release must be called, once; doing
+// neither keeps the slot taken until the process ends. The zero Reservation
+// does nothing.
+type Reservation struct {
+	l             *GlobalRateLimiter
+	global, inbox flight
+	inboxScope    *scope // nil without an inbox
+}
+
+// Commit records that the send went out, or may have: it counts at now in
+// every window it was admitted by and is no longer in flight.
+func (r Reservation) Commit(now time.Duration) {
+	if r.l == nil {
+		return
+	}
+	t := int64(now)
+	r.l.mu.Lock()
+	r.l.settle(r)
+	r.l.global.count(t)
+	if r.inboxScope != nil {
+		r.inboxScope.count(t)
+	}
+	r.l.mu.Unlock()
+}
+
+// Release gives the slot back in every window because the send certainly
+// failed; it counts nothing.
+func (r Reservation) Release() {
+	if r.l == nil {
+		return
+	}
+	r.l.mu.Lock()
+	r.l.settle(r)
+	r.l.mu.Unlock()
+}
+
+// settle ends one reservation; l.mu must be held. Settling twice would
+// silently raise the limit, so like a negative sync.WaitGroup counter it
+// panics (after unlocking, so a recovered panic does not wedge every later
+// send).
+func (l *GlobalRateLimiter) settle(r Reservation) {
+	ok := l.global.settle(r.global)
+	if ok && r.inboxScope != nil {
+		ok = r.inboxScope.settle(r.inbox)
+	}
+	if !ok {
+		l.mu.Unlock()
+		panic("throttle: Reservation committed or released twice")
+	}
+}

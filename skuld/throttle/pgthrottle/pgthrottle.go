@@ -1,0 +1,210 @@
+// Package pgthrottle keeps a shared throttle's state in PostgreSQL, the
+// database every server already uses (THROTTLE_BACKEND=postgres). It is a
+// throttle.Driver: its SQL is schema.sql, applied by Migrate, and each of
+// its calls is one statement: an admission batch, a batch of settlements,
+// a read, a restore. New returns the throttle.Shared over it.
+package pgthrottle
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
+)
+
+//go:embed schema.sql
+var schema string
+
+// Version is the version of schema.sql; Migrate records it. Raise it with
+// every change to schema.sql.
+const Version = 2
+
+// errLost is the SQLSTATE the functions raise when the state is gone.
+const errLost = "NWT01"
+
+// New returns a shared throttle whose state lives in the database of pool,
+// which Migrate must have prepared. It starts the throttle's background
+// work; Close stops it (the pool stays open: it is the caller's).
+func New(pool *pgxpool.Pool, o throttle.SharedOptions) *throttle.Shared {
+	return throttle.NewShared(&driver{pool: pool}, o)
+}
+
+// OpenPool opens the throttle's own small pool on the database at dsn (a
+// postgres:// URL), whose transactions commit without waiting for the WAL
+// flush (synchronous_commit=off). Admissions serialize on one lock, and a
+// synchronous commit would hold it through an fsync. It loses nothing that
+// matters: the send path's next write, the message row, is committed
+// synchronously in the same database before the provider is called, and
+// the WAL is flushed in order, so a reservation whose send can go out is
+// durable by then. A commit or release lost in a database crash leaves its
+// reservation to be counted at its deadline: later than it should, never
+// earlier.
+func OpenPool(ctx context.Context, dsn string, conns int) (*pgxpool.Pool, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgthrottle: database URL: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("pgthrottle: database URL: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.MaxConns = int32(conns)
+	cfg.MinConns = 0
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// driver implements throttle.Driver.
+type driver struct{ pool *pgxpool.Pool }
+
+func (d *driver) Name() string { return "postgres" }
+
+func lost(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == errLost {
+		return throttle.ErrStateLost
+	}
+	return err
+}
+
+// Reserve implements throttle.Driver with one call of pgthrottle_reserve.
+func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttle.Ask) (*throttle.Batch, error) {
+	n := len(asks)
+	scopes, leases := make([]string, n), make([]int64, n)
+	mins, hours := make([]int32, n), make([]int32, n)
+	for i, a := range asks {
+		scopes[i], leases[i] = a.Inbox, int64(a.Lease)
+		mins[i], hours[i] = int32(a.Limits.PerMinute), int32(a.Limits.PerHour)
+	}
+	rows, err := d.pool.Query(ctx, `SELECT * FROM pgthrottle_reserve($1, $2, $3, $4, $5, $6)`,
+		scopes, leases, int32(global.PerMinute), int32(global.PerHour), mins, hours)
+	if err != nil {
+		return nil, lost(err)
+	}
+	b := &throttle.Batch{Raw: throttle.Raw{Inbox: map[string]*throttle.RawScope{}}}
+	var admitted []bool
+	var ids []int64
+	err = scanScopes(rows, &b.Raw, func(r *reserveExtra) { admitted, ids = r.admitted, r.ids })
+	if err != nil {
+		return nil, lost(err)
+	}
+	if len(admitted) != n || len(ids) != n {
+		return nil, fmt.Errorf("pgthrottle: pgthrottle_reserve answered %d verdicts for %d", len(admitted), n)
+	}
+	b.Verdicts = make([]throttle.Verdict, n)
+	for i := range n {
+		b.Verdicts[i] = throttle.Verdict{Admitted: admitted[i], ID: ids[i]}
+	}
+	return b, nil
+}
+
+type reserveExtra struct {
+	admitted []bool
+	ids      []int64
+}
+
+// scanScopes reads rows of (scope, now, minute buckets, their sends, hour
+// buckets, their sends, flight ids, their deadlines[, admitted, ids]) into
+// raw; the global scope is the row of scope ”. extra, if set, gets the
+// last two columns of the global row.
+func scanScopes(rows pgx.Rows, raw *throttle.Raw, extra func(*reserveExtra)) error {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			scope          string
+			now            int64
+			mb, mn, hb, hn []int64
+			fid, fdl       []int64
+			x              reserveExtra
+		)
+		dest := []any{&scope, &now, &mb, &mn, &hb, &hn, &fid, &fdl}
+		if extra != nil {
+			dest = append(dest, &x.admitted, &x.ids)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		s := &throttle.RawScope{Minute: buckets(mb, mn), Hour: buckets(hb, hn)}
+		for i := range min(len(fid), len(fdl)) {
+			s.Flights = append(s.Flights, throttle.Flight{ID: fid[i], Deadline: fdl[i]})
+		}
+		raw.Now = now
+		if scope != "" {
+			raw.Inbox[scope] = s
+			continue
+		}
+		raw.Global = *s
+		if extra != nil {
+			extra(&x)
+		}
+	}
+	return rows.Err()
+}
+
+// buckets zips bucket indexes with their sends.
+func buckets(idx, sends []int64) []throttle.Bucket {
+	out := make([]throttle.Bucket, min(len(idx), len(sends)))
+	for i := range out {
+		out[i] = throttle.Bucket{Index: idx[i], Sends: int(sends[i])}
+	}
+	return out
+}
+
+// Settle implements throttle.Driver with one call of pgthrottle_settle.
+func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
+	n := len(ss)
+	ids, scopes, commits, agos := make([]int64, n), make([]string, n), make([]bool, n), make([]int64, n)
+	for i, s := range ss {
+		ids[i], scopes[i], commits[i], agos[i] = s.ID, s.Inbox, s.Commit, int64(s.Age)
+	}
+	_, err := d.pool.Exec(ctx, `SELECT pgthrottle_settle($1, $2, $3, $4)`, ids, scopes, commits, agos)
+	return err
+}
+
+// readSQL reads, in one statement and so one snapshot, the database's
+// clock and the global scope and $1's, if the state is present (no row
+// when it is not). It takes no lock and writes nothing.
+const readSQL = `WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT AS t),
+s(scope) AS (SELECT ''::TEXT UNION ALL SELECT $1::TEXT WHERE $1::TEXT <> '')
+SELECT s.scope, n.t, r.mb, r.mn, r.hb, r.hn, r.fid, r.fdl
+FROM s, n, LATERAL pgthrottle_scope(s.scope, (n.t - 60000000000) / 1000000000, (n.t - 3600000000000) / 60000000000) r
+WHERE EXISTS (SELECT 1 FROM pgthrottle_present)`
+
+// Read implements throttle.Driver.
+func (d *driver) Read(ctx context.Context, inbox string) (*throttle.Raw, error) {
+	rows, err := d.pool.Query(ctx, readSQL, inbox)
+	if err != nil {
+		return nil, err
+	}
+	raw := &throttle.Raw{Inbox: map[string]*throttle.RawScope{}}
+	raw.Now = -1
+	if err := scanScopes(rows, raw, nil); err != nil {
+		return nil, err
+	}
+	if raw.Now == -1 { // no row: pgthrottle_present is empty
+		return nil, throttle.ErrStateLost
+	}
+	return raw, nil
+}
+
+// Restore implements throttle.Driver with one call of pgthrottle_restore.
+func (d *driver) Restore(ctx context.Context, rec throttle.Record, replace bool) (bool, error) {
+	ss, st := make([]string, len(rec.Sent)), make([]int64, len(rec.Sent))
+	for i, s := range rec.Sent {
+		ss[i], st[i] = s.Inbox, s.At.UnixNano()
+	}
+	ps, pd := make([]string, len(rec.Pending)), make([]int64, len(rec.Pending))
+	for i, p := range rec.Pending {
+		ps[i], pd[i] = p.Inbox, p.Deadline.UnixNano()
+	}
+	var done bool
+	err := d.pool.QueryRow(ctx, `SELECT pgthrottle_restore($1, $2, $3, $4, $5)`, replace, ss, st, ps, pd).Scan(&done)
+	return done, err
+}

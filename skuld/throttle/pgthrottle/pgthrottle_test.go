@@ -1,0 +1,166 @@
+package pgthrottle_test
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	neturl "net/url"
+	"strings"
+	"testing"
+	"time"
+
+	// Registers the "pgx" database/sql driver for Migrate.
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/tcpproxy"
+	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttletest"
+)
+
+// TestConformance runs the backend conformance suite on the real
+// PostgreSQL, a fresh database per case. Two throttles of one case have
+// separate connection pools, like two servers.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	throttletest.Run(t, func(t *testing.T) throttletest.Backend {
+		url, db := migrated(t)
+		exec(t, db, `INSERT INTO pgthrottle_present VALUES (true)`)
+		proxy, url := viaProxy(t, url)
+		clock := clocktest.New(time.Now())
+		return throttletest.Backend{
+			New: func(o throttletest.Options) throttle.Throttle {
+				th := pgthrottle.New(pool(t, url), throttle.SharedOptions{Global: o.Global, Inbox: o.Inbox,
+					Clock: clock, SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
+				t.Cleanup(func() { _ = th.Close(context.Background()) })
+				return th
+			},
+			Advance: func(d time.Duration) { clock.Advance(d); shift(t, db, d) },
+			Margin:  throttle.DefaultLeaseMargin,
+			Lose: func() {
+				exec(t, db, `DELETE FROM pgthrottle_present; DELETE FROM pgthrottle_buckets; DELETE FROM pgthrottle_flights`)
+			},
+			Stall:  proxy.Stall,
+			Shared: true,
+		}
+	})
+}
+
+// viaProxy returns a proxy in front of the server of url, and url through
+// it.
+func viaProxy(t *testing.T, raw string) (*tcpproxy.Proxy, string) {
+	t.Helper()
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := u.Host
+	// A URL may name a unix socket's directory (host=/var/run/postgresql,
+	// as under make test's network guard): the proxy dials that socket.
+	q := u.Query()
+	if dir := q.Get("host"); strings.HasPrefix(dir, "/") {
+		target = dir + "/.s.PGSQL." + cmp.Or(u.Port(), "5432")
+		q.Del("host")
+		u.RawQuery = q.Encode()
+	}
+	p := tcpproxy.Start(t, target)
+	u.Host = p.Addr()
+	return p, u.String()
+}
+
+// migrated returns a fresh database with the throttle's schema.
+func migrated(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	url := testdb.PostgresURL(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := pgthrottle.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return url, db
+}
+
+// pool opens a throttle pool on the database at url, as a server would.
+func pool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgthrottle.OpenPool(context.Background(), url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func exec(t *testing.T, db *sql.DB, q string) {
+	t.Helper()
+	if _, err := db.Exec(q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// shift moves every stored time d into the past, as if d had passed on the
+// database's clock: deadlines exactly, and each bucket to the one holding
+// the last instant of its sends, so that a send never leaves a window
+// sooner than it would have.
+func shift(t *testing.T, db *sql.DB, d time.Duration) {
+	t.Helper()
+	ns := int64(d)
+	for _, w := range []int64{1, 60} {
+		width := w * int64(time.Second)
+		k := -floorDiv(width-1-ns, width) // buckets to move back
+		// Two steps, so that moving one row onto another's old key never
+		// collides: out of the way, then into place.
+		if _, err := db.Exec(`UPDATE pgthrottle_buckets SET bucket = -bucket - 1 WHERE width = $1`, w); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`UPDATE pgthrottle_buckets SET bucket = -(bucket + 1) - $2 WHERE width = $1`, w, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`UPDATE pgthrottle_flights SET deadline_ns = deadline_ns - $1`, ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// BenchmarkReserveCommit: one goroutine; far from every limit the commit
+// is gathered, so the pair costs the admission's round trip.
+func BenchmarkReserveCommit(b *testing.B) { benchReserveCommit(b, 0) }
+
+// BenchmarkReserveCommitAtOnce sends each commit at once, as near a limit:
+// two round trips.
+func BenchmarkReserveCommitAtOnce(b *testing.B) { benchReserveCommit(b, -1) }
+
+func benchReserveCommit(b *testing.B, settleDelay time.Duration) {
+	url := testdb.PostgresURL(b)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if err := pgthrottle.Migrate(context.Background(), db); err != nil {
+		b.Fatal(err)
+	}
+	p, err := pgthrottle.OpenPool(context.Background(), url, 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	th := pgthrottle.New(p, throttle.SharedOptions{Global: throttletest.BenchLimits, Inbox: throttletest.BenchLimits,
+		SettleDelay: settleDelay})
+	defer th.Close(context.Background())
+	throttletest.BenchReserveCommit(b, th)
+}

@@ -1,0 +1,281 @@
+// Package redisthrottle keeps a shared throttle's state in Redis
+// (THROTTLE_BACKEND=redis), shared by every server that uses the same Redis
+// and key prefix. It is a throttle.Driver: each call is one Lua script
+// (scripts.go), atomic in Redis and stamped by Redis's own TIME. New
+// returns the throttle.Shared over it.
+//
+// Per scope (the global windows, or one inbox) it keeps two hashes of
+// counted sends per bucket and a sorted set of the reservations in flight
+// scored by their deadline. An inbox's keys expire after an idle hour, so
+// Redis follows the inboxes in use. Every key of a deployment shares one
+// hash tag, so Redis Cluster works.
+package redisthrottle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
+)
+
+// DefaultKeyPrefix starts every key unless Options says otherwise.
+const DefaultKeyPrefix = "nornweave:throttle"
+
+// New returns a shared throttle whose state lives in rdb under prefix ("":
+// DefaultKeyPrefix). It starts the throttle's background work; Close stops
+// it (rdb stays open: it is the caller's).
+func New(rdb redis.UniversalClient, prefix string, o throttle.SharedOptions) *throttle.Shared {
+	return throttle.NewShared(newDriver(rdb, prefix), o)
+}
+
+// NewClient connects (lazily) to the Redis at url, a redis://, rediss://
+// or unix:// URL, with timeouts short enough that an unreachable Redis
+// turns into the fail policy within seconds, not a hung request.
+func NewClient(url string) (*redis.Client, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	if o.DialTimeout == 0 || o.DialTimeout > 2*time.Second {
+		o.DialTimeout = 2 * time.Second
+	}
+	if o.ReadTimeout == 0 || o.ReadTimeout > 2*time.Second {
+		o.ReadTimeout, o.WriteTimeout = 2*time.Second, 2*time.Second
+	}
+	o.MaxRetries = 1
+	return redis.NewClient(o), nil
+}
+
+type driver struct {
+	rdb    redis.UniversalClient
+	prefix string // "{KeyPrefix}": one hash tag
+}
+
+func newDriver(rdb redis.UniversalClient, prefix string) *driver {
+	if prefix == "" {
+		prefix = DefaultKeyPrefix
+	}
+	return &driver{rdb: rdb, prefix: "{" + prefix + "}"}
+}
+
+func (d *driver) Name() string { return "redis" }
+
+// scopeKeys returns a scope's three keys: minute buckets, hour buckets,
+// flights.
+func (d *driver) scopeKeys(inbox string) []string {
+	s := d.prefix + ":g"
+	if inbox != "" {
+		s = d.prefix + ":i:" + inbox
+	}
+	return []string{s + ":m", s + ":h", s + ":f"}
+}
+
+func (d *driver) seq() string     { return d.prefix + ":seq" }
+func (d *driver) present() string { return d.prefix + ":present" }
+
+// inboxTTL is how long an inbox's keys outlive its last write: the hour
+// window, its last bucket, and the lease.
+func inboxTTL(lease time.Duration) int64 {
+	return (time.Hour + 2*time.Minute + lease).Milliseconds()
+}
+
+// inboxes adds the keys of each distinct inbox to keys, in order of first
+// appearance, and returns each inbox's 1-based index among them.
+func (d *driver) inboxes(keys []string, names []string) ([]string, map[string]int) {
+	idx := map[string]int{}
+	for _, n := range names {
+		if n == "" || idx[n] != 0 {
+			continue
+		}
+		idx[n] = len(idx) + 1
+		keys = append(keys, d.scopeKeys(n)...)
+	}
+	return keys, idx
+}
+
+// Reserve implements throttle.Driver with one script call.
+func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttle.Ask) (*throttle.Batch, error) {
+	names := make([]string, len(asks))
+	for i, a := range asks {
+		names[i] = a.Inbox
+	}
+	keys, idx := d.inboxes(append([]string{d.seq(), d.present()}, d.scopeKeys("")...), names)
+	args := []any{global.PerMinute, global.PerHour}
+	for _, a := range asks {
+		args = append(args, idx[a.Inbox], a.Lease.Microseconds(), a.Limits.PerMinute, a.Limits.PerHour, inboxTTL(a.Lease))
+	}
+	res, err := reserveScript.Run(ctx, d.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if lostReply(res) {
+		return nil, throttle.ErrStateLost
+	}
+	b := &throttle.Batch{}
+	if err := d.parse(res[:len(res)-1], names, idx, &b.Raw); err != nil {
+		return nil, err
+	}
+	ids, _ := res[len(res)-1].([]any)
+	if len(ids) != len(asks) {
+		return nil, fmt.Errorf("redisthrottle: reserve answered %d verdicts for %d", len(ids), len(asks))
+	}
+	b.Verdicts = make([]throttle.Verdict, len(ids))
+	for i, v := range ids {
+		id, _ := v.(int64)
+		b.Verdicts[i] = throttle.Verdict{Admitted: id > 0, ID: id}
+	}
+	return b, nil
+}
+
+func lostReply(res []any) bool {
+	v, ok := res[0].(int64)
+	return len(res) == 1 && ok && v == -1
+}
+
+// parse reads {now, global raw, inbox raws in index order} into raw.
+func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throttle.Raw) error {
+	if len(res) != 4+3*len(idx) {
+		return fmt.Errorf("redisthrottle: unexpected reply of %d items", len(res))
+	}
+	nowUS, ok := res[0].(int64)
+	if !ok {
+		return errors.New("redisthrottle: no time in reply")
+	}
+	raw.Now = nowUS * 1000
+	g, err := parseScope(res[1:4])
+	if err != nil {
+		return err
+	}
+	raw.Global = *g
+	raw.Inbox = make(map[string]*throttle.RawScope, len(idx))
+	for _, n := range names {
+		i := idx[n]
+		if i == 0 || raw.Inbox[n] != nil {
+			continue
+		}
+		if raw.Inbox[n], err = parseScope(res[1+3*i : 4+3*i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseScope reads a scope's raw state: minute hash, hour hash, flights
+// with scores, each a flat list.
+func parseScope(res []any) (*throttle.RawScope, error) {
+	s := &throttle.RawScope{}
+	for j, dst := range []*[]throttle.Bucket{&s.Minute, &s.Hour} {
+		kv, _ := res[j].([]any)
+		for k := 0; k+1 < len(kv); k += 2 {
+			b, err1 := strconv.ParseInt(fmt.Sprint(kv[k]), 10, 64)
+			n, err2 := strconv.Atoi(fmt.Sprint(kv[k+1]))
+			if err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("redisthrottle: bad bucket %v=%v", kv[k], kv[k+1])
+			}
+			*dst = append(*dst, throttle.Bucket{Index: b, Sends: n})
+		}
+	}
+	fl, _ := res[2].([]any)
+	for k := 0; k+1 < len(fl); k += 2 {
+		id, err1 := strconv.ParseInt(fmt.Sprint(fl[k]), 10, 64)
+		dl, err2 := strconv.ParseFloat(fmt.Sprint(fl[k+1]), 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("redisthrottle: bad flight %v=%v", fl[k], fl[k+1])
+		}
+		s.Flights = append(s.Flights, throttle.Flight{ID: id, Deadline: int64(dl) * 1000})
+	}
+	return s, nil
+}
+
+// Settle implements throttle.Driver with one script call.
+func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.Inbox
+	}
+	keys, idx := d.inboxes(d.scopeKeys(""), names)
+	args := make([]any, 0, 5*len(ss))
+	for _, s := range ss {
+		commit := 0
+		if s.Commit {
+			commit = 1
+		}
+		args = append(args, s.ID, s.Age.Microseconds(), commit, idx[s.Inbox], inboxTTL(s.Lease))
+	}
+	return settleScript.Run(ctx, d.rdb, keys, args...).Err()
+}
+
+// Read implements throttle.Driver with one script call.
+func (d *driver) Read(ctx context.Context, inbox string) (*throttle.Raw, error) {
+	keys, idx := d.inboxes(append([]string{d.present()}, d.scopeKeys("")...), []string{inbox})
+	res, err := readScript.Run(ctx, d.rdb, keys).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if lostReply(res) {
+		return nil, throttle.ErrStateLost
+	}
+	raw := &throttle.Raw{}
+	if err := d.parse(res, []string{inbox}, idx, raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// Restore implements throttle.Driver. To replace, it first deletes every
+// key of the prefix (SCAN, then DEL: not atomic, which is why replacing is
+// for a moment when no other server uses this Redis), then writes the
+// record in one script as for a lost state.
+func (d *driver) Restore(ctx context.Context, rec throttle.Record, replace bool) (bool, error) {
+	if replace {
+		if err := d.deleteAll(ctx); err != nil {
+			return false, err
+		}
+	}
+	names := make([]string, 0, len(rec.Sent)+len(rec.Pending))
+	for _, s := range rec.Sent {
+		names = append(names, s.Inbox)
+	}
+	for _, p := range rec.Pending {
+		names = append(names, p.Inbox)
+	}
+	keys, idx := d.inboxes(append([]string{d.seq(), d.present()}, d.scopeKeys("")...), names)
+	longest := time.Duration(0)
+	for _, p := range rec.Pending {
+		longest = max(longest, time.Until(p.Deadline))
+	}
+	args := []any{inboxTTL(longest), len(rec.Sent)}
+	for _, s := range rec.Sent {
+		args = append(args, idx[s.Inbox], s.At.UnixMicro())
+	}
+	for _, p := range rec.Pending {
+		args = append(args, idx[p.Inbox], p.Deadline.UnixMicro())
+	}
+	n, err := restoreScript.Run(ctx, d.rdb, keys, args...).Int()
+	return n == 1, err
+}
+
+func (d *driver) deleteAll(ctx context.Context) error {
+	iter := d.rdb.Scan(ctx, 0, d.prefix+":*", 500).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			if err := d.rdb.Del(ctx, batch...).Err(); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	if len(batch) > 0 {
+		return d.rdb.Del(ctx, batch...).Err()
+	}
+	return nil
+}

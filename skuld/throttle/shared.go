@@ -1,0 +1,245 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nornweave/nornweave/core/clock"
+)
+
+// DefaultLeaseMargin is added to a send's lease before a shared backend
+// reclaims its reservation: the server measured the lease on its own clock,
+// the backend on its own, and the two may drift apart a little.
+const DefaultLeaseMargin = 5 * time.Second
+
+// SharedOptions configures a Shared throttle.
+type SharedOptions struct {
+	Global, Inbox Limits // the global limits and the inbox defaults
+	// Clock is this server's clock: the age of a gathered commit and the
+	// hot rule are measured on its monotonic axis. Nil: the system clock.
+	Clock       clock.Clock
+	LeaseMargin time.Duration // 0: DefaultLeaseMargin
+	// SettleDelay is how long commits and releases far from every limit
+	// are gathered before they are sent together; 0: DefaultSettleDelay;
+	// negative: never, each is sent at once (what gathering saves is
+	// measured against that).
+	SettleDelay time.Duration
+	// MaxBatch bounds the admissions one call to the backend makes; 0:
+	// 64. 1 sends each admission alone (what batching saves is measured
+	// against that).
+	MaxBatch int
+	// Rebuild reads the durable send record a lost state is rebuilt from
+	// (the database's send_log). Nil: a lost state is rebuilt empty.
+	Rebuild func(context.Context) (Record, error)
+	Logger  *slog.Logger
+}
+
+// Shared is a Throttle whose windows live in a backend that several
+// servers share, through a Driver. Every backend gets the same behaviour:
+//
+//   - Admissions are batched: while one call to the backend is on its
+//     way, the requests that arrive wait for the next, which admits them
+//     all (up to maxBatch) in one atomic step, each judged exactly as if
+//     alone. An idle server's admission goes at once; a busy one's share
+//     the fixed cost of a call. A caller that gives up takes nothing: a
+//     reservation made for it meanwhile is released.
+//   - A refusal's Retry-After, counts and windows come from the state the
+//     backend read in the step that refused; if the window rule finds room
+//     in that state, the answer is ErrDisagree, never a made-up refusal.
+//   - Commits and releases are gathered (see gatherer).
+//   - A lost state (ErrStateLost) is rebuilt from the durable send record
+//     before anything is admitted, and logged.
+//
+// Its background work (the gatherer's goroutine, a running batch) belongs
+// to it: Close sends what is pending and stops it. It is safe for
+// concurrent use, by goroutines and by servers.
+type Shared struct {
+	d       Driver
+	clock   clock.Clock
+	margin  time.Duration
+	rebuild func(context.Context) (Record, error)
+	logger  *slog.Logger
+	limits  atomic.Pointer[[2]Limits] // global, inbox default
+
+	adm      admissions
+	maxBatch int
+	gather   *gatherer
+	hotUntil atomic.Int64 // local mono ns; see gatherer
+	seen     atomic.Bool  // the state was found present since start
+
+	recovering sync.Mutex
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// NewShared returns a Shared throttle over d and starts its background
+// work; Close stops it.
+func NewShared(d Driver, o SharedOptions) *Shared {
+	mustNotBeNegative(o.Global)
+	mustNotBeNegative(o.Inbox)
+	if o.Clock == nil {
+		o.Clock = clock.NewSystem()
+	}
+	if o.LeaseMargin <= 0 {
+		o.LeaseMargin = DefaultLeaseMargin
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Rebuild == nil {
+		o.Rebuild = func(context.Context) (Record, error) { return Record{}, nil }
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = defaultMaxBatch
+	}
+	s := &Shared{d: d, clock: o.Clock, margin: o.LeaseMargin, rebuild: o.Rebuild, logger: o.Logger,
+		maxBatch: o.MaxBatch}
+	s.limits.Store(&[2]Limits{o.Global, o.Inbox})
+	s.gather = newGatherer(d, o.Clock, o.SettleDelay, o.Logger)
+	return s
+}
+
+// Backend names the driver's backend, "postgres" or "redis".
+func (s *Shared) Backend() string { return s.d.Name() }
+
+// SetLimits changes the global limits and the inbox defaults from the next
+// admission on.
+func (s *Shared) SetLimits(global, inboxDefault Limits) {
+	mustNotBeNegative(global)
+	mustNotBeNegative(inboxDefault)
+	s.limits.Store(&[2]Limits{global, inboxDefault})
+}
+
+// Reserve implements Throttle.
+func (s *Shared) Reserve(ctx context.Context, r Request) (Ticket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ask := Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
+	if r.Inbox != "" {
+		ask.Limits = r.Override.Apply(s.limits.Load()[1])
+	}
+	res, err := s.admit(ctx, ask)
+	if err != nil {
+		return nil, err
+	}
+	if res.refusal != nil {
+		return nil, res.refusal
+	}
+	return res.ticket, nil
+}
+
+// State implements Throttle. This server's commits and releases that are
+// still gathered count as what they are, as they will once sent.
+func (s *Shared) State(ctx context.Context, inbox string, o Override) (Snapshot, error) {
+	raw, err := s.read(ctx, inbox)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	mine := s.gather.mine(raw.Now, s.clock.Mono())
+	lim := s.limits.Load()
+	snap := Snapshot{Global: raw.Global.scope(raw.Now, lim[0], mine).state(raw.Now, Global)}
+	if inbox != "" {
+		snap.HasInbox = true
+		snap.Inbox = raw.Inbox[inbox].scope(raw.Now, o.Apply(lim[1]), mine).state(raw.Now, Inbox)
+	}
+	return snap, nil
+}
+
+func (s *Shared) read(ctx context.Context, inbox string) (*Raw, error) {
+	raw, err := s.d.Read(ctx, inbox)
+	if errors.Is(err, ErrStateLost) {
+		if err = s.recover(ctx); err == nil {
+			raw, err = s.d.Read(ctx, inbox)
+		}
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, s.unavailable(err)
+	}
+	s.seen.Store(true)
+	return raw, nil
+}
+
+func (s *Shared) unavailable(err error) error {
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &UnavailableError{Backend: s.d.Name(), Err: err}
+}
+
+// recover rebuilds a lost state from the durable send record. Several
+// servers may find it lost at once; the backend lets one of them write it.
+func (s *Shared) recover(ctx context.Context) error {
+	s.recovering.Lock()
+	defer s.recovering.Unlock()
+	rec, err := s.rebuild(ctx)
+	if err != nil {
+		return fmt.Errorf("read the send record to rebuild the throttle state: %w", err)
+	}
+	done, err := s.d.Restore(ctx, rec, false)
+	if err != nil || !done {
+		return err
+	}
+	attrs := []any{slog.String("backend", s.d.Name()), slog.Int("sends", len(rec.Sent)),
+		slog.Int("in_flight", len(rec.Pending))}
+	switch {
+	case s.seen.Load():
+		s.logger.ErrorContext(ctx, "throttle state vanished from the backend (flushed, or restarted without "+
+			"persistence); rebuilt from the database's send record before admitting more", attrs...)
+	case len(rec.Sent)+len(rec.Pending) > 0:
+		s.logger.WarnContext(ctx, "throttle state not found in the backend (a new one, or one that lost its "+
+			"data); rebuilt from the database's send record", attrs...)
+	default:
+		s.logger.InfoContext(ctx, "throttle state initialized", attrs...)
+	}
+	s.seen.Store(true)
+	return nil
+}
+
+// Rebuild replaces the backend's state with the durable send record, as
+// when the servers switch to this backend from another: the sends counted
+// elsewhere in the last hour count here too. Call it only while no other
+// server uses the backend.
+func (s *Shared) Rebuild(ctx context.Context) error {
+	s.recovering.Lock()
+	defer s.recovering.Unlock()
+	rec, err := s.rebuild(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := s.d.Restore(ctx, rec, true); err != nil {
+		return s.unavailable(err)
+	}
+	s.logger.InfoContext(ctx, "throttle state rebuilt from the database's send record",
+		slog.String("backend", s.d.Name()), slog.Int("sends", len(rec.Sent)), slog.Int("in_flight", len(rec.Pending)))
+	return nil
+}
+
+// Close implements Throttle: it waits for the batch under way, sends the
+// gathered commits and releases, and stops the background work. New
+// admissions are refused as unavailable. A commit it cannot send leaves
+// its reservation to be counted at its deadline, as after a crash.
+func (s *Shared) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.adm.close()
+		if err := s.gather.close(ctx); err != nil {
+			s.closeErr = s.unavailable(err)
+		}
+	})
+	return s.closeErr
+}
+
+// hot reports a refusal, or an admission near a limit, in the last hotFor:
+// commits and releases go at once meanwhile.
+func (s *Shared) hot() bool { return int64(s.clock.Mono()) < s.hotUntil.Load() }
+
+func (s *Shared) heat() { s.hotUntil.Store(int64(s.clock.Mono() + hotFor)) }

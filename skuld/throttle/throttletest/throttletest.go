@@ -1,0 +1,208 @@
+// Package throttletest is the conformance suite every throttle.Throttle
+// backend runs: the promise, reservations, bucket edges, Retry-After,
+// restarts, lease reclaim, lost state and concurrency, as one contract for
+// all backends (like river's riverdrivertest and database/sql/driver's
+// tests). A case a backend cannot support is skipped with the reason.
+//
+// Time moves only through Backend.Advance, so no test waits for the clock
+// or fails on a slow machine. A shared backend's own clock still runs
+// while a test does (milliseconds); every assertion keeps a margin of a
+// second from a bucket edge.
+package throttletest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
+)
+
+// Options are what a case asks of a new throttle.
+type Options struct {
+	Global, Inbox throttle.Limits // the global limits and the inbox defaults
+	// SettleDelay is how long a shared backend gathers commits far from
+	// every limit; 0 for its default.
+	SettleDelay time.Duration
+	// Rebuild is the durable send record a shared backend rebuilds a lost
+	// state from; nil for none.
+	Rebuild func(context.Context) (throttle.Record, error)
+}
+
+// Backend is one backend's state, fresh for one case.
+type Backend struct {
+	// New returns a throttle on this state. Two calls in one case are two
+	// servers on the same state (for a shared backend: a restart or a
+	// second instance); each must be closed by the backend's cleanup.
+	New func(o Options) throttle.Throttle
+	// Advance moves the clock every throttle of this state reads by d.
+	Advance func(d time.Duration)
+	// Margin is what the backend adds to a lease before it reclaims.
+	Margin time.Duration
+	// Lose makes the backend's state vanish, as a flushed Redis; set on a
+	// shared backend.
+	Lose func()
+	// Stall makes the backend answer nothing for d from now, as a slow
+	// network or a busy server does; nil where admission never waits.
+	Stall func(d time.Duration)
+	// Shared reports state that outlives a throttle: the cases of
+	// restarts, reclaimed leases, lost state and gathered commits run only
+	// then. The in-memory backend keeps its state in the process; its
+	// restart is the send log's, and a lost reservation there is a
+	// programming error, not a crash.
+	Shared bool
+}
+
+// Run runs the suite; newBackend is called once per case.
+func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
+	cases := []struct {
+		name   string
+		shared bool
+		run    func(t *testing.T, b Backend)
+	}{
+		{"AdmitsAndRefusesEveryWindow", false, testWindows},
+		{"RefusalTakesNothing", false, testRefusalTakesNothing},
+		{"ReleaseFrees", false, testReleaseFrees},
+		{"CommitCounts", false, testCommitCounts},
+		{"BucketEdges", false, testBucketEdges},
+		{"RetryAfterWithSendsInFlight", false, testRetryAfterInFlight},
+		{"BindingWindow", false, testBinding},
+		{"TicketSnapshotMatchesARead", false, testTicketSnapshot},
+		{"LimitsChange", false, testLimitsChange},
+		{"CancelledCallerTakesNothing", false, testCancelled},
+		{"AbandonedAdmissionsTakeNothing", false, testAbandoned},
+		{"RefusalNumbersFromOneSnapshot", false, testRefusalSnapshotGlobal},
+		{"InboxRefusalNumbersFromOneSnapshot", false, testRefusalSnapshotInbox},
+		{"ConcurrentGlobal", false, testConcurrentGlobal},
+		{"ConcurrentInboxes", false, testConcurrentInboxes},
+		{"Restart", true, testRestart},
+		{"LeaseReclaim", true, testLeaseReclaim},
+		{"LostStateRebuilt", true, testLostState},
+		{"CommitsGatheredFarFromLimits", true, testGathered},
+		{"CommitsAtOnceNearLimits", true, testNearLimit},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBackend(t)
+			if c.shared && !b.Shared {
+				t.Skip("the state of this backend does not outlive its throttle: restarts, leases and " +
+					"lost state are the send log's (see Backend.Shared)")
+			}
+			c.run(t, b)
+		})
+	}
+}
+
+var ctx = context.Background()
+
+const lease = 10 * time.Second
+
+func newThrottle(b Backend, global, inbox throttle.Limits) throttle.Throttle {
+	return b.New(Options{Global: global, Inbox: inbox})
+}
+
+func reserve(t *testing.T, th throttle.Throttle, inbox string) throttle.Ticket {
+	t.Helper()
+	tk, err := th.Reserve(ctx, throttle.Request{Inbox: inbox, Lease: lease})
+	if err != nil {
+		t.Fatalf("Reserve(%q): %v, want admitted", inbox, err)
+	}
+	return tk
+}
+
+func refused(t *testing.T, th throttle.Throttle, inbox string, windows ...throttle.Window) *throttle.RateLimitedError {
+	t.Helper()
+	tk, err := th.Reserve(ctx, throttle.Request{Inbox: inbox, Lease: lease})
+	var rl *throttle.RateLimitedError
+	if !errors.As(err, &rl) {
+		if tk != nil {
+			_, _ = tk.Release(ctx)
+		}
+		t.Fatalf("Reserve(%q) = %v, want refused by %v", inbox, err, windows)
+	}
+	if got := rl.Windows(); !equal(got, windows) {
+		t.Fatalf("refused by %v, want %v", got, windows)
+	}
+	if rl.RetryAfter < time.Second {
+		t.Fatalf("RetryAfter = %v, want at least 1s", rl.RetryAfter)
+	}
+	checkRefusalSnapshot(t, rl)
+	return rl
+}
+
+// checkRefusalSnapshot: the windows a refusal carries for its headers are
+// the ones it was judged on, so each violation reads the same in both.
+func checkRefusalSnapshot(t *testing.T, rl *throttle.RateLimitedError) {
+	t.Helper()
+	for _, v := range rl.Violations {
+		var st throttle.WindowState
+		for _, w := range rl.Snapshot.States() {
+			if w.Window == v.Window {
+				st = w
+			}
+		}
+		if st.Limit != v.Limit || st.Used+st.InFlight != v.Count || st.Remaining != 0 ||
+			time.Duration(st.ResetSeconds)*time.Second != v.RetryAfter {
+			t.Fatalf("refusal's snapshot has %+v for violation %+v", st, v)
+		}
+	}
+}
+
+func commit(t *testing.T, tk throttle.Ticket) throttle.Snapshot {
+	t.Helper()
+	snap, err := tk.Commit(ctx)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	return snap
+}
+
+func release(t *testing.T, tk throttle.Ticket) throttle.Snapshot {
+	t.Helper()
+	snap, err := tk.Release(ctx)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	return snap
+}
+
+// state reads the global windows, or inbox's.
+func state(t *testing.T, th throttle.Throttle, inbox string) throttle.Pair {
+	t.Helper()
+	st, err := th.State(ctx, inbox, throttle.Override{})
+	if err != nil {
+		t.Fatalf("State(%q): %v", inbox, err)
+	}
+	if inbox == "" {
+		return st.Global
+	}
+	return st.Inbox
+}
+
+// stop does what a server does to its throttle when it shuts down.
+func stop(t *testing.T, th throttle.Throttle) {
+	t.Helper()
+	if err := th.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func equal(a, b []throttle.Window) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	gMinute = throttle.GlobalMinute
+	gHour   = throttle.GlobalHour
+	iMinute = throttle.InboxMinute
+	iHour   = throttle.InboxHour
+)

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mustHold stores a held message with status (and a job callback that
+// records it ran in the same transaction), in a new thread.
+func mustHold(t *testing.T, s *Store, in *Inbox, status string, at time.Time) *Message {
+	t.Helper()
+	m := &Message{InboxID: in.ID, Status: status, MessageIDHeader: "<h@example.com>", Subject: "Held",
+		FromAddress: in.EmailAddress, ToAddresses: StringList{"to@example.org"}, CreatedAt: at}
+	if status == StatusScheduled {
+		m.ScheduledAt = &at
+	} else {
+		m.NextAttemptAt = &at
+	}
+	ran := false
+	job := func(_ context.Context, tx *sql.Tx) error {
+		ran = tx != nil
+		return nil
+	}
+	th := &Thread{InboxID: in.ID, Subject: m.Subject, ParticipantHash: "h"}
+	if err := s.CreateHeldMessage(context.Background(), m, nil, th, job); err != nil {
+		t.Fatalf("CreateHeldMessage: %v", err)
+	}
+	if !ran {
+		t.Fatal("the job was not written in the message's transaction")
+	}
+	return m
+}
+
+// A job that fails undoes the message: the two are stored together or not
+// at all.
+func TestCreateHeldMessageIsOneTransaction(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "held@example.com")
+		m := &Message{InboxID: in.ID, Status: StatusScheduled, MessageIDHeader: "<x@example.com>", Subject: "x",
+			FromAddress: in.EmailAddress, CreatedAt: t0, ScheduledAt: &t0}
+		boom := errors.New("boom")
+		err := s.CreateHeldMessage(ctx, m, nil, &Thread{InboxID: in.ID, Subject: "x", ParticipantHash: "h"},
+			func(context.Context, *sql.Tx) error { return boom })
+		if !errors.Is(err, boom) {
+			t.Fatalf("CreateHeldMessage = %v, want the job's error", err)
+		}
+		if _, err := s.Message(ctx, m.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("message after a failed job: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// Of a dispatch's claim and a cancel racing on one held message, exactly
+// one wins; the loser gets ErrNotHeld.
+func TestClaimAndCancelExactlyOneWins(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "race@example.com")
+		for range 20 {
+			m := mustHold(t, s, in, StatusQueued, t0)
+			var (
+				wg                  sync.WaitGroup
+				claimErr, cancelErr error
+			)
+			wg.Go(func() {
+				claimErr = s.ClaimHeld(ctx, m, &SendSlot{Scope: "race@example.com", ReservedAt: t0, Deadline: t0.Add(time.Minute)})
+			})
+			wg.Go(func() { _, cancelErr = s.CancelHeld(ctx, m.ID) })
+			wg.Wait()
+			if (claimErr == nil) == (cancelErr == nil) {
+				t.Fatalf("claim %v, cancel %v: want exactly one to win", claimErr, cancelErr)
+			}
+			lost := claimErr
+			if lost == nil {
+				lost = cancelErr
+			}
+			if !errors.Is(lost, ErrNotHeld) {
+				t.Fatalf("loser's error %v, want ErrNotHeld", lost)
+			}
+			got, err := s.Message(ctx, m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := StatusSending
+			if cancelErr == nil {
+				want = StatusCanceled
+			}
+			if got.Status != want {
+				t.Fatalf("status %s, want %s", got.Status, want)
+			}
+			slots := countRows(t, s, "SELECT COUNT(*) FROM send_log WHERE id = ?", m.ID)
+			if (slots == 1) != (claimErr == nil) {
+				t.Fatalf("%d slots in the throttle's log, want one only for a claim", slots)
+			}
+		}
+	})
+}
+
+// The lane is an inbox's queued messages in the order they became due; the
+// other transitions keep to held messages.
+func TestLaneOrderAndHeldTransitions(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "lane@example.com")
+		later := mustHold(t, s, in, StatusQueued, t0.Add(time.Minute))
+		first := mustHold(t, s, in, StatusQueued, t0)
+		sched := mustHold(t, s, in, StatusScheduled, t0.Add(30*time.Second))
+		if _, err := s.QueueHeld(ctx, sched.ID, t0.Add(time.Hour), noJob); err != nil {
+			t.Fatalf("QueueHeld: %v", err)
+		}
+		var order []string
+		for range 3 {
+			head, err := s.LaneHead(ctx, in.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			order = append(order, head.ID)
+			if _, err := s.FailHeld(ctx, head.ID, "test", noJob); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := []string{first.ID, sched.ID, later.ID}; !equalStrings(order, want) {
+			t.Errorf("lane order %v, want %v (by due time)", order, want)
+		}
+		if _, err := s.LaneHead(ctx, in.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("empty lane: %v, want ErrNotFound", err)
+		}
+		if _, err := s.CancelHeld(ctx, first.ID); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("cancel of a failed message: %v, want ErrNotHeld", err)
+		}
+		if _, err := s.RescheduleHeld(ctx, "no-such-id", t0, noJob); !errors.Is(err, ErrNotFound) {
+			t.Errorf("reschedule of a missing message: %v, want ErrNotFound", err)
+		}
+		st, err := s.HeldStats(ctx)
+		if err != nil || st.Count[StatusQueued] != 0 || st.Count[StatusScheduled] != 0 {
+			t.Errorf("HeldStats = %+v, %v; want nothing held", st, err)
+		}
+	})
+}
+
+func noJob(context.Context, *sql.Tx) error { return nil }
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// ThrottleIdentity is the row of throttle_identity: the throttle the
+// servers running on this database share. A server that would keep
+// another throttle (another backend, Redis, prefix or limits) beside them
+// is refused at start-up.
+type ThrottleIdentity struct {
+	ID              int `gorm:"primaryKey"` // always 1
+	Backend         string
+	RedisTarget     string // host:port/db of REDIS_URL, no credentials; "" unless redis
+	RedisPrefix     string // "" unless redis
+	GlobalPerMinute int
+	GlobalPerHour   int
+	InboxPerMinute  int
+	InboxPerHour    int
+	// Version moves with every change, so that running servers notice one.
+	Version   int64
+	ChangedAt time.Time
+	ChangedBy string // what changed it: a server's start, or `nornweave limits set`
+}
+
+// TableName implements gorm's tabler.
+func (ThrottleIdentity) TableName() string { return "throttle_identity" }
+
+// ThrottleIdentity returns the recorded identity, or ErrNotFound before any
+// server has recorded one.
+func (s *Store) ThrottleIdentity(ctx context.Context) (*ThrottleIdentity, error) {
+	var id ThrottleIdentity
+	if err := s.db.WithContext(ctx).Where("id = 1").Take(&id).Error; err != nil {
+		return nil, wrap(err, "throttle identity")
+	}
+	id.ChangedAt = id.ChangedAt.UTC()
+	return &id, nil
+}
+
+// SetThrottleIdentity records id as the identity, moving its version past
+// the one recorded (one statement, so two writers cannot both take the
+// same version), and returns it as stored.
+func (s *Store) SetThrottleIdentity(ctx context.Context, id ThrottleIdentity) (*ThrottleIdentity, error) {
+	id.ID, id.Version, id.ChangedAt = 1, 1, utc(id.ChangedAt)
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "id"}},
+		DoUpdates: clause.Assignments(map[string]any{
+			"backend": id.Backend, "redis_target": id.RedisTarget, "redis_prefix": id.RedisPrefix,
+			"global_per_minute": id.GlobalPerMinute, "global_per_hour": id.GlobalPerHour,
+			"inbox_per_minute": id.InboxPerMinute, "inbox_per_hour": id.InboxPerHour,
+			"changed_at": id.ChangedAt, "changed_by": id.ChangedBy,
+			"version": gorm.Expr("throttle_identity.version + 1"),
+		}),
+	}).Create(&id).Error
+	if err != nil {
+		return nil, wrap(err, "set throttle identity")
+	}
+	return s.ThrottleIdentity(ctx)
+}

@@ -1,0 +1,297 @@
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/core/config"
+)
+
+// Scheduled and queued sends (issue 19): the API's answers and what the
+// SMTP server receives, on both databases.
+
+// sendAt posts a message from inbox scheduled for at.
+func (s *server) sendAt(t testing.TB, inboxID, to string, at time.Time, extra ...any) response {
+	body := map[string]any{"inbox_id": inboxID, "to": []string{to}, "subject": "Later", "body": "Hi",
+		"scheduled_at": at.Format(time.RFC3339Nano)}
+	for i := 0; i+1 < len(extra); i += 2 {
+		body[extra[i].(string)] = extra[i+1]
+	}
+	return s.do(t, "POST", "/v1/messages", body)
+}
+
+// status reads a message's status.
+func (s *server) status(t *testing.T, id string) string {
+	t.Helper()
+	r := s.do(t, "GET", "/v1/messages/"+id, nil)
+	mustStatus(t, r, http.StatusOK)
+	return r.JSON(t)["status"].(string)
+}
+
+func TestScheduledSendGoesOutAtItsTimeAndNeverBefore(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		s := startDefault(t, driver, nil)
+		inbox := s.createInbox(t, "sched")
+		at := time.Now().Add(2 * time.Second)
+		r := s.sendAt(t, inbox, "ann@example.com", at, "labels", []string{"later"}, "metadata", map[string]any{"k": 1})
+		mustStatus(t, r, http.StatusAccepted)
+		got := r.JSON(t)
+		if got["status"] != "scheduled" || got["scheduled_at"] == nil || got["next_attempt_at"] != nil {
+			t.Fatalf("answer %s, want status scheduled with scheduled_at", r.Body)
+		}
+		id := got["id"].(string)
+		if st := s.status(t, id); st != "scheduled" {
+			t.Fatalf("status before its time = %s, want scheduled", st)
+		}
+		if mt := string(s.do(t, "GET", "/metrics", nil).Body); !strings.Contains(mt, `nornweave_held_messages{status="scheduled"} 1`) {
+			t.Errorf("metrics before its time do not count it as scheduled:\n%s", grepLines(mt, "held"))
+		}
+		s.SMTP.WaitForCount(t, 1)
+		m := s.SMTP.Messages()[0]
+		// Never before its time; soon after (the bound is generous for a
+		// loaded machine; the lateness is logged and in the metrics).
+		late := m.Received.Sub(at)
+		t.Logf("lateness %v", late)
+		if late < 0 {
+			t.Fatalf("delivered %v before its time", -late)
+		}
+		if late > 3*time.Second {
+			t.Errorf("delivered %v after its time, want about a second at most", late)
+		}
+		waitFor(t, 5*time.Second, func() bool { return s.status(t, id) == "sent" })
+		msg := s.do(t, "GET", "/v1/messages/"+id, nil).JSON(t)
+		if fmt.Sprint(msg["labels"]) != "[later]" || fmt.Sprint(msg["metadata"]) != "map[k:1]" || msg["sent_at"] == nil {
+			t.Errorf("sent message %v: labels, metadata and sent_at not kept", msg)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if n := s.SMTP.Count(); n != 1 {
+			t.Errorf("%d deliveries, want 1", n)
+		}
+		mt := string(s.do(t, "GET", "/metrics", nil).Body)
+		if !strings.Contains(mt, "nornweave_dispatch_lateness_seconds_count 1") || !strings.Contains(mt, `nornweave_held_messages{status="scheduled"} 0`) {
+			t.Errorf("metrics after the send: want one lateness observed and nothing held:\n%s", grepLines(mt, "held|lateness"))
+		}
+	})
+}
+
+// grepLines keeps the lines of text that match pattern.
+func grepLines(text, pattern string) string {
+	re := regexp.MustCompile(pattern)
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if re.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestScheduledAtRules(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		s := startDefault(t, driver, func(c *config.Config) { c.ScheduleMaxAhead = time.Hour })
+		inbox := s.createInbox(t, "rules")
+		// Past, or within a second: sent now, 201, as without the field.
+		for _, at := range []time.Time{time.Now().Add(-time.Hour), time.Now().Add(500 * time.Millisecond)} {
+			r := s.sendAt(t, inbox, "ann@example.com", at)
+			mustStatus(t, r, http.StatusCreated)
+			if st := r.JSON(t)["status"]; st != "sent" {
+				t.Errorf("scheduled_at %v: status %v, want sent", at, st)
+			}
+		}
+		mustStatus(t, s.sendAt(t, inbox, "ann@example.com", time.Now().Add(2*time.Hour)), http.StatusUnprocessableEntity)
+		for _, bad := range []any{"tomorrow", "2030-01-02T09:00:00", 12} {
+			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"a@example.com"},
+				"subject": "x", "body": "y", "scheduled_at": bad})
+			mustStatus(t, r, http.StatusUnprocessableEntity)
+		}
+		r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"a@example.com"},
+			"subject": "x", "body": "y", "on_throttle": "later"})
+		mustStatus(t, r, http.StatusUnprocessableEntity)
+		// Validation and the inbox lookup run at acceptance.
+		mustStatus(t, s.sendAt(t, "no-such-inbox", "ann@example.com", time.Now().Add(time.Minute)), http.StatusNotFound)
+	})
+}
+
+func TestCancelAndReschedule(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		s := startDefault(t, driver, nil)
+		inbox := s.createInbox(t, "cancel")
+		// Canceled just before its time: never sent.
+		r := s.sendAt(t, inbox, "ann@example.com", time.Now().Add(1500*time.Millisecond))
+		mustStatus(t, r, http.StatusAccepted)
+		canceled := r.JSON(t)["id"].(string)
+		r = s.do(t, "POST", "/v1/messages/"+canceled+"/cancel", nil)
+		mustStatus(t, r, http.StatusOK)
+		if st := r.JSON(t)["status"]; st != "canceled" {
+			t.Fatalf("cancel answered status %v", st)
+		}
+		r = s.do(t, "POST", "/v1/messages/"+canceled+"/cancel", map[string]any{})
+		mustStatus(t, r, http.StatusConflict)
+		if c := r.JSON(t)["code"]; c != "not_cancelable" {
+			t.Errorf("second cancel code %v, want not_cancelable", c)
+		}
+		r = s.do(t, "PATCH", "/v1/messages/"+canceled, map[string]any{"scheduled_at": time.Now().Add(time.Hour).Format(time.RFC3339)})
+		mustStatus(t, r, http.StatusConflict)
+		if c := r.JSON(t)["code"]; c != "not_reschedulable" {
+			t.Errorf("reschedule code %v, want not_reschedulable", c)
+		}
+		mustStatus(t, s.do(t, "POST", "/v1/messages/nope/cancel", nil), http.StatusNotFound)
+
+		// Rescheduled from an hour ahead to two seconds ahead: sent once,
+		// at the new time; the old job finds it due at another time.
+		r = s.sendAt(t, inbox, "bob@example.com", time.Now().Add(time.Hour))
+		mustStatus(t, r, http.StatusAccepted)
+		moved := r.JSON(t)["id"].(string)
+		mustStatus(t, s.do(t, "PATCH", "/v1/messages/"+moved, map[string]any{"subject": "x"}), http.StatusUnprocessableEntity)
+		at := time.Now().Add(2 * time.Second)
+		r = s.do(t, "PATCH", "/v1/messages/"+moved, map[string]any{"scheduled_at": at.Format(time.RFC3339Nano)})
+		mustStatus(t, r, http.StatusOK)
+		if got := r.JSON(t); got["status"] != "scheduled" || got["scheduled_at"] == nil {
+			t.Fatalf("reschedule answered %s", r.Body)
+		}
+		r = s.do(t, "GET", "/v1/messages?inbox_id="+inbox+"&status=scheduled", nil)
+		mustStatus(t, r, http.StatusOK)
+		if n := r.JSON(t)["count"]; n != 1.0 {
+			t.Errorf("?status=scheduled lists %v, want 1", n)
+		}
+		mustStatus(t, s.do(t, "GET", "/v1/messages?inbox_id="+inbox+"&status=lost", nil), http.StatusUnprocessableEntity)
+		mustStatus(t, s.do(t, "GET", "/v1/messages?inbox_id="+inbox+"&colour=red", nil), http.StatusUnprocessableEntity)
+
+		s.SMTP.WaitForCount(t, 1)
+		if m := s.SMTP.Messages()[0]; m.To[0] != "bob@example.com" || m.Received.Before(at) {
+			t.Fatalf("delivered %v at %v, want bob's message at or after %v", m.To, m.Received, at)
+		}
+		waitFor(t, 5*time.Second, func() bool { return s.status(t, moved) == "sent" })
+		if st := s.status(t, canceled); st != "canceled" {
+			t.Errorf("canceled message is %s", st)
+		}
+		if n := s.SMTP.Count(); n != 1 {
+			t.Errorf("%d deliveries, want 1", n)
+		}
+	})
+}
+
+func TestCancelRacingDispatch(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		s := startDefault(t, driver, nil)
+		inbox := s.createInbox(t, "race")
+		const n = 8
+		at := time.Now().Add(2 * time.Second)
+		ids := make([]string, n)
+		for i := range ids {
+			r := s.sendAt(t, inbox, fmt.Sprintf("r%d@example.com", i), at.Add(time.Duration(i)*50*time.Millisecond))
+			mustStatus(t, r, http.StatusAccepted)
+			ids[i] = r.JSON(t)["id"].(string)
+		}
+		// Cancel each around its time, with the dispatch under way.
+		time.Sleep(time.Until(at) - 150*time.Millisecond)
+		codes := make([]int, n)
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+				codes[i] = s.do(t, "POST", "/v1/messages/"+id+"/cancel", nil).Status
+			})
+		}
+		wg.Wait()
+		waitFor(t, 10*time.Second, func() bool {
+			for _, id := range ids {
+				if st := s.status(t, id); st != "sent" && st != "canceled" && st != "failed" {
+					return false
+				}
+			}
+			return true
+		})
+		delivered := map[string]int{}
+		for _, m := range s.SMTP.Messages() {
+			delivered[m.To[0]]++
+		}
+		for i, id := range ids {
+			to := fmt.Sprintf("r%d@example.com", i)
+			st := s.status(t, id)
+			switch codes[i] {
+			case http.StatusOK:
+				if delivered[to] != 0 || st != "canceled" {
+					t.Errorf("message %d: cancel 200 but delivered %d times, status %s", i, delivered[to], st)
+				}
+			case http.StatusConflict:
+				if delivered[to] != 1 || (st != "sent" && st != "sending") {
+					t.Errorf("message %d: cancel 409 but delivered %d times, status %s", i, delivered[to], st)
+				}
+			default:
+				t.Errorf("message %d: cancel answered %d", i, codes[i])
+			}
+		}
+		t.Logf("cancel answers %v", codes)
+	})
+}
+
+// queue posts a message from inbox with on_throttle "queue".
+func (s *server) queue(t testing.TB, inboxID, to string, headers ...string) response {
+	return s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inboxID, "to": []string{to},
+		"subject": "Queued", "body": "Hi", "on_throttle": "queue"}, headers...)
+}
+
+// maxInWindow is the most deliveries in any span of d.
+func maxInWindow(times []time.Time, d time.Duration) int {
+	slices.SortFunc(times, time.Time.Compare)
+	most := 0
+	for i := range times {
+		j := i
+		for j < len(times) && times[j].Sub(times[i]) < d {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// A provider that defers a held message (451, after the sender's own
+// retries) gets it again with the job queue's backoff; one that defers it
+// past QUEUE_MAX_AGE fails it as expired, never sent. A permanent refusal
+// fails it at once.
+func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		s := startDefault(t, driver, func(c *config.Config) { c.SendRetryMax, c.QueueMaxAge = 0, 3*time.Second })
+		inbox := s.createInbox(t, "defer")
+
+		s.SMTP.RejectDataTimes(1, 451, [3]int{4, 3, 0}, "try again later")
+		r := s.sendAt(t, inbox, "retried@example.com", time.Now().Add(1500*time.Millisecond))
+		mustStatus(t, r, http.StatusAccepted)
+		retried := r.JSON(t)["id"].(string)
+		waitFor(t, 15*time.Second, func() bool { return s.status(t, retried) == "sent" })
+		if n := s.SMTP.Count(); n != 1 {
+			t.Fatalf("%d deliveries after one deferral, want 1", n)
+		}
+
+		s.SMTP.RejectDataTimes(1000, 451, [3]int{4, 3, 0}, "try again later")
+		r = s.sendAt(t, inbox, "expired@example.com", time.Now().Add(1500*time.Millisecond))
+		mustStatus(t, r, http.StatusAccepted)
+		expired := r.JSON(t)["id"].(string)
+		waitFor(t, 40*time.Second, func() bool { return s.status(t, expired) == "failed" })
+		if e := fmt.Sprint(s.do(t, "GET", "/v1/messages/"+expired, nil).JSON(t)["error"]); !strings.Contains(e, "expired") {
+			t.Errorf("error %q, want it to say expired", e)
+		}
+
+		s.SMTP.AcceptData()
+		s.SMTP.RejectDataTimes(1, 550, [3]int{5, 7, 1}, "rejected by policy")
+		r = s.sendAt(t, inbox, "refused@example.com", time.Now().Add(1500*time.Millisecond))
+		mustStatus(t, r, http.StatusAccepted)
+		refused := r.JSON(t)["id"].(string)
+		waitFor(t, 10*time.Second, func() bool { return s.status(t, refused) == "failed" })
+		if n := s.SMTP.Count(); n != 1 {
+			t.Errorf("%d deliveries, want only the retried one", n)
+		}
+	})
+}
