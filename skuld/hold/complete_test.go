@@ -1,0 +1,97 @@
+package hold
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/store"
+)
+
+// completeTx writes what River's JobCompleteTx would: River reads the job
+// back completed, finalized now, and its cleaner's comparison of
+// finalized_at (text on SQLite) places it correctly in time. A job that is
+// not running is not completed.
+func TestCompleteTxAsRiver(t *testing.T) {
+	for _, driver := range []string{store.DriverSQLite, store.DriverPostgres} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dsn := testdb.SQLitePath(t)
+			if driver == store.DriverPostgres {
+				dsn = testdb.PostgresURL(t)
+			}
+			st, err := store.Open(ctx, store.Options{Driver: driver, DSN: dsn, Schemas: []store.Schema{Schema(driver)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if err := st.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			q, err := New(Options{DB: st.SQL(), Driver: driver, Store: st})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins, err := q.client.Insert(ctx, dueArgs{MessageID: "m1", Due: time.Now()}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := ins.Job.ID
+			// As River's fetch leaves a job it runs.
+			if _, err := st.SQL().ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1 WHERE id = `+strconv.FormatInt(id, 10)); err != nil {
+				t.Fatal(err)
+			}
+			complete := func() error {
+				tx, err := st.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback() //nolint:errcheck // after Commit: nothing to do
+				if err := q.completeTx(id)(ctx, tx); err != nil {
+					return err
+				}
+				return tx.Commit()
+			}
+			before := time.Now()
+			if err := complete(); err != nil {
+				t.Fatalf("completeTx: %v", err)
+			}
+			job, err := q.client.JobGet(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if job.State != rivertype.JobStateCompleted || job.FinalizedAt == nil ||
+				job.FinalizedAt.Before(before.Add(-time.Second)) || job.FinalizedAt.After(time.Now().Add(time.Second)) {
+				t.Fatalf("River reads the job as %s, finalized %v; want completed, finalized about %v", job.State, job.FinalizedAt, before)
+			}
+			// The horizon is the database's own clock, formatted by the
+			// database (on SQLite as River's timeString writes times), not
+			// by the code under test.
+			for _, c := range []struct {
+				offset string
+				want   int
+			}{{"+1 minute", 1}, {"-1 minute", 0}} {
+				query := `SELECT count(*) FROM river_job WHERE state = 'completed' AND finalized_at < now() + $1::interval`
+				if driver == store.DriverSQLite {
+					query = `SELECT count(*) FROM river_job WHERE state = 'completed'
+						AND finalized_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)`
+				}
+				var n int
+				if err := st.SQL().QueryRowContext(ctx, query, c.offset).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n != c.want {
+					t.Errorf("finalized before now %s: %d jobs, want %d", c.offset, n, c.want)
+				}
+			}
+			if err := complete(); err == nil {
+				t.Error("completeTx of a completed job succeeded, want an error")
+			}
+		})
+	}
+}
