@@ -2,6 +2,8 @@ package tests
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/store"
 )
 
 // Held sends across crashes and servers: the built binary, killed and
@@ -243,6 +246,70 @@ func TestHeldSendsDrainOnSIGTERM(t *testing.T) {
 		}
 		if n := mx.Count(); n != 1 {
 			t.Errorf("%d deliveries, want 1", n)
+		}
+	})
+}
+
+// A scheduled message's job found running at start-up after its message
+// was sent (on SQLite, River completes the job just after the outcome is
+// recorded, so a crash can fall between the two) runs again, reads its
+// message's own record, and sends nothing.
+func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		mx := smtptest.Start(t)
+		env := procEnv(t, driver, mx)
+		p := startProc(t, env)
+		inbox := p.createInbox(t, "later")
+		r := p.sendAt(t, inbox, "once@example.com", time.Now().Add(1500*time.Millisecond))
+		mustStatus(t, r, http.StatusAccepted)
+		id := r.JSON(t)["id"].(string)
+		waitFor(t, 20*time.Second, func() bool { return p.status(t, id) == "sent" })
+		if err := p.terminate(t); err != nil {
+			t.Fatalf("SIGTERM: %v", err)
+		}
+
+		// What a crash between the outcome and the job's completion leaves.
+		ctx := context.Background()
+		var dsn string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "DATABASE_URL="); ok {
+				dsn = v
+			}
+		}
+		st, err := store.Open(ctx, store.Options{Driver: driver, DSN: dsn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.SQL().ExecContext(ctx, `UPDATE river_job SET state = 'running', finalized_at = NULL WHERE kind = 'nornweave_due'`)
+		if n, _ := res.RowsAffected(); err != nil || n != 1 {
+			t.Fatalf("making the due job running again: %d rows, %v", n, err)
+		}
+		st.Close()
+
+		p = startProc(t, env)
+		// The store's own Open would wait for the running server's lock on
+		// a SQLite file; a plain connection reads beside it.
+		name, src := "pgx", dsn
+		if driver == store.DriverSQLite {
+			name, src = "sqlite", "file:"+dsn+"?_pragma=busy_timeout(5000)"
+		}
+		db, err := sql.Open(name, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		waitFor(t, 20*time.Second, func() bool {
+			var state string
+			err := db.QueryRowContext(ctx, `SELECT state FROM river_job WHERE kind = 'nornweave_due'`).Scan(&state)
+			return err == nil && state == "completed"
+		})
+		if n := mx.Count(); n != 1 {
+			t.Errorf("the relay received %d messages, want the one sent before the restart", n)
+		}
+		if st := p.status(t, id); st != "sent" {
+			t.Errorf("message is %s after its job ran again, want sent", st)
 		}
 	})
 }
