@@ -52,7 +52,7 @@ const unavailableSnooze = 5 * time.Second
 // message's fate.
 func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, complete store.JobTx) (Step, error) {
 	h := s.o.Hold
-	m, err := h.Store.Message(ctx, id)
+	m, laneBusy, err := h.Store.DueMessage(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Step{}, nil
@@ -72,6 +72,9 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, comp
 		return Step{}, nil // deleted with its inbox
 	} else if err != nil {
 		return Step{}, err
+	}
+	if !laneBusy {
+		return s.dispatch(ctx, m, inbox, complete, true)
 	}
 	if next, busy, err := s.laneBusy(ctx, inbox.ID); err != nil {
 		return Step{}, err

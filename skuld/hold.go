@@ -12,7 +12,7 @@ import (
 
 // HeldStore is what holding messages needs from persistence, beyond Store.
 type HeldStore interface {
-	Message(ctx context.Context, id string) (*store.Message, error)
+	DueMessage(ctx context.Context, id string) (m *store.Message, laneBusy bool, err error)
 	Attachments(ctx context.Context, f store.AttachmentFilter) ([]store.Attachment, error)
 	AttachmentContent(ctx context.Context, id string) ([]byte, error)
 	CreateHeldMessage(ctx context.Context, m *store.Message, atts []store.Attachment, newThread *store.Thread, job store.JobTx) error

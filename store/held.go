@@ -180,6 +180,32 @@ func (s *Store) FinishHeld(ctx context.Context, id string, o Outcome, job JobTx)
 	return wrap(err, "finish held message %s", id)
 }
 
+// DueMessage returns a scheduled message's row, as Message does, and
+// whether its inbox has queued mail (a lane it must join), read in one
+// statement: a scheduled burst reads both for every message, and on SQLite
+// the second statement was a tenth of the dispatch's CPU.
+func (s *Store) DueMessage(ctx context.Context, id string) (*Message, bool, error) {
+	if !isText(id) {
+		return nil, false, notText("message", id)
+	}
+	var row struct {
+		Message  `gorm:"embedded"`
+		LaneBusy bool
+	}
+	// The status is written out, not a parameter: PostgreSQL's generic
+	// plan of a prepared statement can then use the lane's partial index.
+	res := s.db.WithContext(ctx).Raw(`SELECT m.*, EXISTS (SELECT 1 FROM messages q
+		WHERE q.inbox_id = m.inbox_id AND q.status = '`+StatusQueued+`') AS lane_busy FROM messages m WHERE m.id = ?`,
+		id).Scan(&row)
+	switch {
+	case res.Error != nil:
+		return nil, false, wrap(res.Error, "due message %s", id)
+	case res.RowsAffected == 0:
+		return nil, false, wrap(gorm.ErrRecordNotFound, "due message %s", id)
+	}
+	return &row.Message, row.LaneBusy, nil
+}
+
 // LaneHead returns the inbox's queued message that is due first (a
 // scheduled message that was throttled is due at its time, a queued one
 // at its acceptance), or ErrNotFound when none is queued.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -155,4 +156,35 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// DueMessage reads the message as Message does, and says whether its own
+// inbox has queued mail.
+func TestDueMessageSaysWhetherItsLaneIsBusy(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in, other := mustCreateInbox(t, s, "due@example.com"), mustCreateInbox(t, s, "other@example.com")
+		m := mustHold(t, s, in, StatusScheduled, t0)
+		mustHold(t, s, other, StatusQueued, t0)
+		check := func(wantBusy bool) {
+			t.Helper()
+			got, busy, err := s.DueMessage(ctx, m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := s.Message(ctx, m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if busy != wantBusy || !reflect.DeepEqual(got, want) {
+				t.Fatalf("DueMessage = %+v, busy %v; want %+v, busy %v", got, busy, want, wantBusy)
+			}
+		}
+		check(false) // another inbox's queued mail is not this lane's
+		mustHold(t, s, in, StatusQueued, t0)
+		check(true)
+		if _, _, err := s.DueMessage(ctx, "no-such-message"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("DueMessage of an unknown id: %v, want ErrNotFound", err)
+		}
+	})
 }
