@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // mustHold stores a held message with status (and a job callback that
@@ -185,6 +187,83 @@ func TestDueMessageSaysWhetherItsLaneIsBusy(t *testing.T) {
 		check(true)
 		if _, _, err := s.DueMessage(ctx, "no-such-message"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("DueMessage of an unknown id: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// FinishHeld records a dispatched message's outcome, settles its slot and
+// runs the job in one transaction: sent (slot counted), put back queued
+// (slot removed, next attempt set), and nothing at all when the job fails.
+func TestFinishHeld(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "finish@example.com")
+		claim := func() *Message {
+			m := mustHold(t, s, in, StatusScheduled, t0)
+			if err := s.ClaimHeld(ctx, m, &SendSlot{Scope: in.EmailAddress, ReservedAt: t0, Deadline: t0.Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		slot := func(id string) (found bool, counted *time.Time) {
+			var sl SendSlot
+			err := s.db.Where("id = ?", id).Take(&sl).Error
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return false, nil
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			return true, sl.CountedAt
+		}
+		ran := 0
+		job := func(context.Context, *sql.Tx) error { ran++; return nil }
+
+		sent := claim()
+		pid, at := "provider-1", t0.Add(time.Second)
+		if err := s.FinishHeld(ctx, sent.ID, Outcome{Status: StatusSent, ProviderMessageID: &pid, SentAt: &at, CountedAt: &at}, job); err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.Message(ctx, sent.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != StatusSent || m.ProviderMessageID == nil || *m.ProviderMessageID != pid || m.SentAt == nil || !m.SentAt.Equal(at) {
+			t.Errorf("sent: got %s, %v, %v", m.Status, m.ProviderMessageID, m.SentAt)
+		}
+		if found, counted := slot(sent.ID); !found || counted == nil || !counted.Equal(at) {
+			t.Errorf("sent: slot found %v, counted at %v; want counted at %v", found, counted, at)
+		}
+
+		back := claim()
+		next := t0.Add(time.Hour)
+		if err := s.FinishHeld(ctx, back.ID, Outcome{Status: StatusQueued, NextAttemptAt: &next}, job); err != nil {
+			t.Fatal(err)
+		}
+		if m, err = s.Message(ctx, back.ID); err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != StatusQueued || m.NextAttemptAt == nil || !m.NextAttemptAt.Equal(next) {
+			t.Errorf("put back: got %s, next attempt %v; want queued, %v", m.Status, m.NextAttemptAt, next)
+		}
+		if found, _ := slot(back.ID); found {
+			t.Error("put back: its slot is still in the log, want it removed")
+		}
+		if ran != 2 {
+			t.Errorf("the job ran %d times, want 2", ran)
+		}
+
+		undone := claim()
+		boom := errors.New("boom")
+		err = s.FinishHeld(ctx, undone.ID, Outcome{Status: StatusSent, SentAt: &at, CountedAt: &at},
+			func(context.Context, *sql.Tx) error { return boom })
+		if !errors.Is(err, boom) {
+			t.Fatalf("FinishHeld with a failing job = %v, want its error", err)
+		}
+		if m, err = s.Message(ctx, undone.ID); err != nil || m.Status != StatusSending {
+			t.Errorf("after a failed job: %v, %v; want the message still sending", m.Status, err)
+		}
+		if found, counted := slot(undone.ID); !found || counted != nil {
+			t.Errorf("after a failed job: slot found %v, counted %v; want it in flight", found, counted)
 		}
 	})
 }

@@ -71,13 +71,31 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 // single round trip. A data-modifying CTE runs even when the message is
 // gone, so the slot is settled whatever happened to the inbox.
 func (s *Store) updateOutcomePostgres(ctx context.Context, id string, o Outcome, sentAt, countedAt *time.Time) *gorm.DB {
+	return outcomePostgres(s.db.WithContext(ctx), id, o, sentAt, countedAt, false)
+}
+
+// outcomePostgres is updateOutcomePostgres's statement on db (a
+// transaction's, for FinishHeld). held: the message is changed only if it
+// is "sending", and a held status (put back, not taken) sets its next
+// attempt too.
+func outcomePostgres(db *gorm.DB, id string, o Outcome, sentAt, countedAt *time.Time, held bool) *gorm.DB {
 	slot := `WITH l AS (DELETE FROM send_log WHERE id = ?) `
 	vars := []any{id}
 	if countedAt != nil {
 		slot = `WITH l AS (UPDATE send_log SET counted_at = CAST(? AS timestamptz) WHERE id = ?) `
 		vars = []any{*countedAt, id}
 	}
-	vars = append(vars, o.Status, o.ProviderMessageID, o.Error, sentAt, id)
-	return s.db.WithContext(ctx).Exec(slot+`UPDATE messages SET status = ?, provider_message_id = ?,
-		error = ?, sent_at = CAST(? AS timestamptz) WHERE id = ?`, vars...)
+	set := `UPDATE messages SET status = ?, provider_message_id = ?, error = ?, sent_at = CAST(? AS timestamptz)`
+	vars = append(vars, o.Status, o.ProviderMessageID, o.Error, sentAt)
+	if held && Held(o.Status) {
+		set += `, next_attempt_at = CAST(? AS timestamptz)`
+		vars = append(vars, utcPtr(o.NextAttemptAt))
+	}
+	where := ` WHERE id = ?`
+	vars = append(vars, id)
+	if held {
+		where += ` AND status = ?`
+		vars = append(vars, StatusSending)
+	}
+	return db.Exec(slot+set+where, vars...)
 }
