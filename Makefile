@@ -83,13 +83,14 @@ load-scheduled: build
 	./bin/nornweave-load -spawn ./bin/nornweave -db sqlite -provider smtp -sink auto \
 	  -per-minute 600 -clients 32 -requests 10000 -duration 5m -schedule-in 90s -drain 25m
 
-## bench-scheduled: the same-run pair for held mail, no limit: 2,000 direct sends (sends/s), then
-## 2,000 scheduled for one second (dispatch/s, lateness p99); each on a fresh SQLite server
+## bench-scheduled: the same-run pair for held mail, no limit, on SQLite and on PostgreSQL: 2,000
+## direct sends (sends/s), then 2,000 scheduled for one second (dispatch/s, lateness p99); each on a
+## fresh server and database; BENCH_ROUNDS rounds (default 3). To compare builds in the same hour:
+## scripts/bench-scheduled.sh 3 /path/to/old/nornweave ./bin/nornweave
+BENCH_ROUNDS ?= 3
 bench-scheduled: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/nornweave-load ./cmd/nornweave-load
-	./bin/nornweave-load -spawn ./bin/nornweave -db sqlite -provider smtp -sink auto -clients 32 -requests 2000 -duration 5m
-	./bin/nornweave-load -spawn ./bin/nornweave -db sqlite -provider smtp -sink auto -clients 32 -requests 2000 \
-	  -duration 5m -schedule-in 30s -drain 5m
+	./scripts/bench-scheduled.sh $(BENCH_ROUNDS) ./bin/nornweave
 
 ## compose: validate docker-compose.yml (docker compose config, or docker-compose from the Debian
 ## package, installed if missing; skipped with a warning if it cannot be installed in 120 s)

@@ -11,6 +11,10 @@ bins=("${@:-./bin/nornweave}")
 n=${REQUESTS:-2000}
 pgurl=${NORNWEAVE_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 db=nw_bench_scheduled
+base=${pgurl%%\?*}
+query=""
+[[ $pgurl == *\?* ]] && query="?${pgurl#*\?}"
+dburl="${base%/*}/$db$query"
 load() { ./bin/nornweave-load -spawn "$1" -provider smtp -sink auto -clients 32 -requests "$n" -duration 5m "${@:2}"; }
 for r in $(seq "$rounds"); do
   for bin in "${bins[@]}"; do
@@ -18,7 +22,7 @@ for r in $(seq "$rounds"); do
       args=(-db sqlite)
       if [ "$driver" = postgres ]; then
         psql "$pgurl" -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
-        args=(-db postgres -database-url "${pgurl/\/postgres\?//$db?}")
+        args=(-db postgres -database-url "$dburl")
       fi
       direct=$(load "$bin" "${args[@]}" | awk '/^sends\/s/ {print $2}')
       if [ "$driver" = postgres ]; then
