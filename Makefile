@@ -85,12 +85,14 @@ load-scheduled: build
 
 ## bench-scheduled: the same-run pair for held mail, no limit, on SQLite and on PostgreSQL: 2,000
 ## direct sends (sends/s), then 2,000 scheduled for one second (dispatch/s, lateness p99); each on a
-## fresh server and database; BENCH_ROUNDS rounds (default 3). To compare builds in the same hour:
+## fresh server and database; BENCH_ROUNDS rounds (default 3); then the lateness of 60 scheduled
+## sends due one at a time (p50/p99/max). To compare builds in the same hour:
 ## scripts/bench-scheduled.sh 3 /path/to/old/nornweave ./bin/nornweave
 BENCH_ROUNDS ?= 3
 bench-scheduled: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/nornweave-load ./cmd/nornweave-load
 	./scripts/bench-scheduled.sh $(BENCH_ROUNDS) ./bin/nornweave
+	$(GO) test -run '^$$' -bench ScheduledSendLateness -benchtime 1x ./tests/
 
 ## compose: validate docker-compose.yml (docker compose config, or docker-compose from the Debian
 ## package, installed if missing; skipped with a warning if it cannot be installed in 120 s)

@@ -35,21 +35,21 @@ type server struct {
 
 // baseConfig is a valid configuration sending through smtp to mx on a
 // fresh database of the given driver.
-func baseConfig(t *testing.T, driver string, mx *smtptest.Server) config.Config {
+func baseConfig(t testing.TB, driver string, mx *smtptest.Server) config.Config {
 	cfg := apptest.Config(t, driver)
 	cfg.EmailProvider, cfg.SMTPHost, cfg.SMTPPort, cfg.SMTPUseTLS = "smtp", mx.Host(), mx.Port(), false
 	return cfg
 }
 
 // start serves the app from cfg until the end of the test.
-func start(t *testing.T, cfg config.Config, mx *smtptest.Server) *server {
+func start(t testing.TB, cfg config.Config, mx *smtptest.Server) *server {
 	t.Helper()
 	return &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
 }
 
 // startDefault starts a server on driver with an SMTP server and the given
 // changes to the base configuration.
-func startDefault(t *testing.T, driver string, change func(*config.Config)) *server {
+func startDefault(t testing.TB, driver string, change func(*config.Config)) *server {
 	mx := smtptest.Start(t)
 	cfg := baseConfig(t, driver, mx)
 	if change != nil {
@@ -66,7 +66,7 @@ type response struct {
 }
 
 // JSON decodes the body into a generic map.
-func (r response) JSON(t *testing.T) map[string]any {
+func (r response) JSON(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
@@ -122,7 +122,7 @@ func mustStatus(t testing.TB, r response, want int) {
 }
 
 // createInbox creates an inbox and returns its id.
-func (s *server) createInbox(t *testing.T, username string, headers ...string) string {
+func (s *server) createInbox(t testing.TB, username string, headers ...string) string {
 	t.Helper()
 	r := s.do(t, "POST", "/v1/inboxes", map[string]any{"name": "Support", "email_username": username}, headers...)
 	mustStatus(t, r, http.StatusCreated)
