@@ -22,6 +22,15 @@ type Hold struct {
 	QueueMaxAge time.Duration `envconfig:"QUEUE_MAX_AGE" default:"24h"`
 }
 
+// MaxQueueMaxAge bounds QUEUE_MAX_AGE. River retries a held message's
+// failing job at most 25 times, with a backoff of attempt⁴ seconds ±10%:
+// the 25th attempt comes at least 18.4 days after the first. Past that
+// River discards the job, and a message not yet expired would stay held
+// with no job to send it; a message older than QUEUE_MAX_AGE is failed,
+// expired, by the next attempt, which must therefore come. 14 days leaves
+// a margin (skuld/hold's TestRetriesOutlastMaxQueueMaxAge checks it).
+const MaxQueueMaxAge = 14 * 24 * time.Hour
+
 func (h *Hold) normalize() {
 	h.SendOnThrottle = strings.ToLower(strings.TrimSpace(h.SendOnThrottle))
 }
@@ -31,8 +40,10 @@ func (c Config) validateHold() []error {
 	if c.ScheduleMaxAhead < 0 {
 		errs = append(errs, fmt.Errorf("SCHEDULE_MAX_AHEAD: must not be negative, got %s", c.ScheduleMaxAhead))
 	}
-	if c.QueueMaxAge < 0 {
-		errs = append(errs, fmt.Errorf("QUEUE_MAX_AGE: must not be negative, got %s", c.QueueMaxAge))
+	if c.QueueMaxAge < 0 || c.QueueMaxAge > MaxQueueMaxAge {
+		errs = append(errs, fmt.Errorf("QUEUE_MAX_AGE: must be between 0 and %s (14 days: a held message's job is retried "+
+			"at most 25 times, about 18 days of backoff in all, and must still be running when the message expires), got %s",
+			MaxQueueMaxAge, c.QueueMaxAge))
 	}
 	switch c.SendOnThrottle {
 	case "", "reject", "queue":

@@ -23,6 +23,8 @@ func TestHoldDefaultsAndValidation(t *testing.T) {
 		{"unknown on-throttle", func(c *Config) { c.SendOnThrottle = "later" }, "SEND_ON_THROTTLE"},
 		{"negative max ahead", func(c *Config) { c.ScheduleMaxAhead = -time.Hour }, "SCHEDULE_MAX_AHEAD"},
 		{"negative max age", func(c *Config) { c.QueueMaxAge = -time.Hour }, "QUEUE_MAX_AGE"},
+		{"max age at its bound", func(c *Config) { c.QueueMaxAge = 14 * 24 * time.Hour }, ""},
+		{"max age past River's retries", func(c *Config) { c.QueueMaxAge = 30 * 24 * time.Hour }, "QUEUE_MAX_AGE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

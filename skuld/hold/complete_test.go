@@ -8,6 +8,7 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/testdb"
 	"github.com/nornweave/nornweave/store"
 )
@@ -94,4 +95,22 @@ func TestCompleteTxAsRiver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// River's last retry of a held message's job comes after the longest
+// QUEUE_MAX_AGE, so the message expires (failed by that attempt) before
+// River discards the job and leaves it held with nothing to send it. The
+// delays are River's default policy: attempt⁴ seconds with up to 10%
+// jitter either way (river.DefaultClientRetryPolicy).
+func TestRetriesOutlastMaxQueueMaxAge(t *testing.T) {
+	var earliest time.Duration
+	for k := 1; k < maxAttempts; k++ { // the delays before attempts 2..maxAttempts
+		earliest += time.Duration(0.9 * float64(k*k*k*k) * float64(time.Second))
+	}
+	if earliest <= config.MaxQueueMaxAge {
+		t.Fatalf("the last of %d attempts comes as early as %v after the first, not after QUEUE_MAX_AGE's bound %v",
+			maxAttempts, earliest, config.MaxQueueMaxAge)
+	}
+	t.Logf("the last attempt comes at least %.1f days after the first; QUEUE_MAX_AGE is at most %v",
+		earliest.Hours()/24, config.MaxQueueMaxAge)
 }

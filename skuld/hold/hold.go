@@ -51,10 +51,11 @@ const (
 	kindSweep = "nornweave_sweep"
 )
 
-// maxAttempts bounds River's retries of a job that fails (a lane whose
-// provider fails temporarily): with River's backoff (attempt⁴ seconds),
-// 25 attempts outlast QUEUE_MAX_AGE's default, past which the message
-// expires anyway.
+// maxAttempts bounds River's retries of a job that fails (a provider
+// failing temporarily): with River's backoff (attempt⁴ seconds), the last
+// attempt comes after config.MaxQueueMaxAge, the longest QUEUE_MAX_AGE, so
+// a message is failed, expired, by an attempt before River gives its job
+// up (TestRetriesOutlastMaxQueueMaxAge).
 const maxAttempts = 25
 
 type dueArgs struct {
