@@ -49,8 +49,10 @@ const unavailableSnooze = 5 * time.Second
 // dispatched or gone is left alone. If its inbox's lane has queued mail,
 // or its windows are full, it joins the lane, in the order of its due time.
 // complete completes the job inside the transaction that records the
-// message's fate.
-func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, complete store.JobTx) (Step, error) {
+// message's fate. retryAt, called when the attempt fails (Step.Retry),
+// says when the job will run again, which the message shows as its next
+// attempt.
+func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, complete store.JobTx, retryAt func() time.Time) (Step, error) {
 	h := s.o.Hold
 	m, laneBusy, err := h.Store.DueMessage(ctx, id)
 	switch {
@@ -74,7 +76,7 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, comp
 		return Step{}, err
 	}
 	if !laneBusy {
-		return s.dispatch(ctx, m, inbox, complete, true)
+		return s.dispatch(ctx, m, inbox, complete, true, retryAt)
 	}
 	if next, busy, err := s.laneBusy(ctx, inbox.ID); err != nil {
 		return Step{}, err
@@ -82,14 +84,15 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, comp
 		_, err := h.Store.QueueHeld(ctx, id, next, both(h.Jobs.Lane(inbox.ID, next), complete))
 		return Step{}, ignoreNotHeld(err)
 	}
-	return s.dispatch(ctx, m, inbox, complete, true)
+	return s.dispatch(ctx, m, inbox, complete, true, retryAt)
 }
 
 // DispatchLane sends the first queued message of the inbox's lane, if its
 // windows have room; otherwise it asks to be run again when they should.
 // complete completes the job and enqueues the lane's next one, inside the
-// transaction that records the message's fate.
-func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete store.JobTx) (Step, error) {
+// transaction that records the message's fate. retryAt is as for
+// DispatchDue.
+func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete store.JobTx, retryAt func() time.Time) (Step, error) {
 	h := s.o.Hold
 	start := s.o.Clock.Mono()
 	for sent := 0; ; {
@@ -112,7 +115,7 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete stor
 		if last {
 			job = complete
 		}
-		step, err := s.dispatch(ctx, m, inbox, job, false)
+		step, err := s.dispatch(ctx, m, inbox, job, false, retryAt)
 		switch {
 		case err != nil || step.Retry != nil:
 			return step, err
@@ -147,7 +150,8 @@ func (s *Sender) wait(ctx context.Context, d time.Duration) bool {
 // nothing more (Step.again). A scheduled message the throttle refuses
 // joins its lane, queued; a queued one waits for the time the throttle
 // names.
-func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.Inbox, complete store.JobTx, own bool) (Step, error) {
+func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.Inbox, complete store.JobTx, own bool,
+	retryAt func() time.Time) (Step, error) {
 	h := s.o.Hold
 	now := s.o.Clock.Now()
 	due := dueTime(m)
@@ -223,7 +227,8 @@ func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.In
 		}
 		s.o.Logger.InfoContext(ctx, "provider failed temporarily; held message retried later", slog.String("message_id", m.ID),
 			slog.String("cause", providers.Cause(sendErr)))
-		if err := h.Store.FinishHeld(ctx, m.ID, store.Outcome{Status: status}, noJob); err != nil {
+		next := retryAt()
+		if err := h.Store.FinishHeld(ctx, m.ID, store.Outcome{Status: status, NextAttemptAt: &next}, noJob); err != nil {
 			return Step{}, err
 		}
 		return Step{Retry: fmt.Errorf("skuld: message %s: %w", m.ID, sendErr)}, nil

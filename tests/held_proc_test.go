@@ -289,17 +289,7 @@ func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 		st.Close()
 
 		p = startProc(t, env)
-		// The store's own Open would wait for the running server's lock on
-		// a SQLite file; a plain connection reads beside it.
-		name, src := "pgx", dsn
-		if driver == store.DriverSQLite {
-			name, src = "sqlite", "file:"+dsn+"?_pragma=busy_timeout(5000)"
-		}
-		db, err := sql.Open(name, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		db := openBeside(t, driver, dsn)
 		waitFor(t, 20*time.Second, func() bool {
 			var state string
 			err := db.QueryRowContext(ctx, `SELECT state FROM river_job WHERE kind = 'nornweave_due'`).Scan(&state)
@@ -312,4 +302,21 @@ func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 			t.Errorf("message is %s after its job ran again, want sent", st)
 		}
 	})
+}
+
+// openBeside opens a plain connection to the database of a running server
+// (driver, dsn as in its DATABASE_URL), closed at the end of the test: the
+// store's own Open would wait for the server's lock on a SQLite file.
+func openBeside(t testing.TB, driver, dsn string) *sql.DB {
+	t.Helper()
+	name, src := "pgx", dsn
+	if driver == store.DriverSQLite {
+		name, src = "sqlite", "file:"+dsn+"?_pragma=busy_timeout(5000)"
+	}
+	db, err := sql.Open(name, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -279,7 +281,36 @@ func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 		r = s.sendAt(t, inbox, "expired@example.com", time.Now().Add(1500*time.Millisecond))
 		mustStatus(t, r, http.StatusAccepted)
 		expired := r.JSON(t)["id"].(string)
-		waitFor(t, 40*time.Second, func() bool { return s.status(t, expired) == "failed" })
+		// While its provider defers it, the message shows when it is tried
+		// next, and that is when River tries it: the attempt that finds it
+		// expired comes no earlier than the last next attempt shown.
+		db := openBeside(t, driver, s.cfg.DatabaseURL)
+		var next time.Time
+		compared := 0
+		waitFor(t, 40*time.Second, func() bool {
+			m := s.do(t, "GET", "/v1/messages/"+expired, nil).JSON(t)
+			if at, ok := m["next_attempt_at"].(string); ok && m["status"] == "scheduled" {
+				n, err := time.Parse(time.RFC3339Nano, at)
+				if err != nil {
+					t.Fatalf("next_attempt_at %q: %v", at, err)
+				}
+				next = n
+				// River records the retry just after the attempt wrote the
+				// message: compare once it has.
+				if river := retryableAt(t, db, driver); !river.IsZero() {
+					compared++
+					if river.Sub(n).Abs() > time.Millisecond {
+						t.Errorf("the message shows its next attempt at %v, River runs it at %v", n, river)
+					}
+				}
+			}
+			return m["status"] == "failed"
+		})
+		if next.IsZero() || compared == 0 {
+			t.Errorf("a deferred message showed its next attempt %v, compared with River's %d times; want both", next, compared)
+		} else if early := next.Sub(time.Now()); early > 0 {
+			t.Errorf("the next attempt came %v before the time the message showed", early)
+		}
 		if e := fmt.Sprint(s.do(t, "GET", "/v1/messages/"+expired, nil).JSON(t)["error"]); !strings.Contains(e, "expired") {
 			t.Errorf("error %q, want it to say expired", e)
 		}
@@ -294,4 +325,29 @@ func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 			t.Errorf("%d deliveries, want only the retried one", n)
 		}
 	})
+}
+
+// retryableAt is when River runs the one job waiting for a retry, zero if
+// none is (yet).
+func retryableAt(t *testing.T, db *sql.DB, driver string) time.Time {
+	t.Helper()
+	var raw any
+	err := db.QueryRow(`SELECT scheduled_at FROM river_job WHERE state = 'retryable'`).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	switch v := raw.(type) {
+	case time.Time:
+		return v
+	case string: // River's SQLite format
+		at, err := time.Parse("2006-01-02 15:04:05.000", v)
+		if err != nil {
+			t.Fatalf("river_job.scheduled_at %q: %v", v, err)
+		}
+		return at
+	}
+	t.Fatalf("river_job.scheduled_at is a %T (%s)", raw, driver)
+	return time.Time{}
 }

@@ -123,6 +123,11 @@ type Queue struct {
 	sender *skuld.Sender
 	logger *slog.Logger
 
+	// retries holds, by job id, the time of a failed attempt's retry
+	// until River asks NextRetry for it (it does not for a job it
+	// discards, after maxAttempts: that entry stays, a few bytes).
+	retries sync.Map
+
 	mu      sync.Mutex
 	started bool
 	stopped bool
@@ -148,6 +153,7 @@ func New(o Options) (*Queue, error) {
 		FetchCooldown:        min(cmp.Or(o.PollInterval, 200*time.Millisecond), 50*time.Millisecond),
 		JobTimeout:           -1, // a send bounds itself (its lease) and must not be cut off
 		MaxAttempts:          maxAttempts,
+		RetryPolicy:          q,
 		RescueStuckJobsAfter: cmp.Or(o.RescueAfter, time.Hour),
 		PollOnly:             true,
 		PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(sweepEvery),
@@ -295,6 +301,38 @@ func (q *Queue) completeTx(id int64) store.JobTx {
 	}
 }
 
+// NextRetry implements river.ClientRetryPolicy: River's default backoff
+// (attempt⁴ seconds, ±10%), but for an attempt that put its message back
+// to be retried, exactly the time that attempt wrote as the message's next
+// attempt (retries), so that what a client reads is when River runs it.
+func (q *Queue) NextRetry(job *rivertype.JobRow) time.Time {
+	if at, ok := q.retries.LoadAndDelete(job.ID); ok {
+		return at.(time.Time)
+	}
+	return time.Now().Add(backoff(job))
+}
+
+// retryAt is the function a dispatch calls when its attempt fails: the
+// time of the next, remembered for NextRetry, which River asks as soon as
+// the job returns.
+func (q *Queue) retryAt(job *rivertype.JobRow) func() time.Time {
+	return func() time.Time {
+		at := time.Now().Add(backoff(job))
+		q.retries.Store(job.ID, at)
+		return at
+	}
+}
+
+// backoff is River's default retry delay for job's current attempt:
+// attempt⁴ seconds, with a jitter of ±10% drawn from the job's id rather
+// than at random. River asks before it records the attempt's error:
+// job.Errors holds the earlier attempts' only.
+func backoff(job *rivertype.JobRow) time.Duration {
+	k := float64(len(job.Errors) + 1)
+	jitter := float64(job.ID%21-10) / 100
+	return time.Duration(k * k * k * k * (1 + jitter) * float64(time.Second))
+}
+
 // sqliteTime is t as River's SQLite driver stores times: text that SQLite's
 // date functions compare correctly only in exactly this form.
 func sqliteTime(t time.Time) string {
@@ -315,7 +353,7 @@ func (q *Queue) workDue(ctx context.Context, job *river.Job[dueArgs]) error {
 	if q.o.Driver == store.DriverSQLite {
 		complete = func(context.Context, *sql.Tx) error { return nil }
 	}
-	step, err := q.sender.DispatchDue(ctx, job.Args.MessageID, job.Args.Due, complete)
+	step, err := q.sender.DispatchDue(ctx, job.Args.MessageID, job.Args.Due, complete, q.retryAt(job.JobRow))
 	return result(step, err)
 }
 
@@ -327,7 +365,7 @@ func (q *Queue) workLane(ctx context.Context, job *river.Job[laneArgs]) error {
 		}
 		return q.Lane(inbox, time.Now())(ctx, tx)
 	}
-	step, err := q.sender.DispatchLane(ctx, inbox, complete)
+	step, err := q.sender.DispatchLane(ctx, inbox, complete, q.retryAt(job.JobRow))
 	return result(step, err)
 }
 
