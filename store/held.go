@@ -163,25 +163,8 @@ func (s *Store) changeHeld(ctx context.Context, id string, updates map[string]an
 // tried again) and runs job, which completes its job, in one transaction.
 func (s *Store) FinishHeld(ctx context.Context, id string, o Outcome, job JobTx) error {
 	err := s.inTx(ctx, func(tx *gorm.DB, sqlTx *sql.Tx) error {
-		if s.driver == DriverPostgres {
-			// The slot and the message in one statement, as a direct
-			// send's outcome is.
-			if err := outcomePostgres(tx, id, o, utcPtr(o.SentAt), utcPtr(o.CountedAt), true).Error; err != nil {
-				return err
-			}
-			return job(ctx, sqlTx)
-		}
-		if err := settleSlot(tx, id, utcPtr(o.CountedAt)).Error; err != nil {
+		if _, err := s.writeOutcome(tx, id, o, true); err != nil {
 			return err
-		}
-		updates := map[string]any{"status": o.Status, "provider_message_id": o.ProviderMessageID,
-			"error": o.Error, "sent_at": utcPtr(o.SentAt)}
-		if Held(o.Status) {
-			updates["next_attempt_at"] = utcPtr(o.NextAttemptAt)
-		}
-		res := tx.Model(&Message{}).Where("id = ? AND status = ?", id, StatusSending).Updates(updates)
-		if res.Error != nil {
-			return res.Error
 		}
 		return job(ctx, sqlTx)
 	})

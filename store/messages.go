@@ -151,42 +151,47 @@ func (s *Store) UpdateMessageOutcome(ctx context.Context, id string, o Outcome) 
 	default:
 		return fmt.Errorf("store: update message %s: unknown status %q", id, o.Status)
 	}
-	var sentAt *time.Time
-	if o.SentAt != nil {
-		t := utc(*o.SentAt)
-		sentAt = &t
+	var affected int64
+	write := func(db *gorm.DB) (err error) {
+		affected, err = s.writeOutcome(db, id, o, false)
+		return err
 	}
-	var countedAt *time.Time
-	if o.CountedAt != nil {
-		t := utc(*o.CountedAt)
-		countedAt = &t
-	}
-	var (
-		affected int64
-		err      error
-	)
+	var err error
 	if s.driver == DriverPostgres {
-		res := s.updateOutcomePostgres(ctx, id, o, sentAt, countedAt)
-		affected, err = res.RowsAffected, res.Error
+		err = write(s.db.WithContext(ctx)) // one statement
 	} else {
-		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := settleSlot(tx, id, countedAt).Error; err != nil {
-				return err
-			}
-			res := tx.Model(&Message{}).Where("id = ?", id).Updates(map[string]any{
-				"status":              o.Status,
-				"provider_message_id": o.ProviderMessageID,
-				"error":               o.Error,
-				"sent_at":             sentAt,
-			})
-			affected = res.RowsAffected
-			return res.Error
-		})
+		err = s.db.WithContext(ctx).Transaction(write)
 	}
 	if err == nil && affected == 0 {
 		return wrap(gorm.ErrRecordNotFound, "update message %s", id)
 	}
 	return wrap(err, "update message %s", id)
+}
+
+// writeOutcome records o for message id and settles its slot on db: one
+// statement on PostgreSQL (outcomePostgres), two on SQLite, where db must
+// be a transaction's. held: as for outcomePostgres. It returns how many
+// messages it changed.
+func (s *Store) writeOutcome(db *gorm.DB, id string, o Outcome, held bool) (int64, error) {
+	sentAt, countedAt := utcPtr(o.SentAt), utcPtr(o.CountedAt)
+	if s.driver == DriverPostgres {
+		res := outcomePostgres(db, id, o, sentAt, countedAt, held)
+		return res.RowsAffected, res.Error
+	}
+	if err := settleSlot(db, id, countedAt).Error; err != nil {
+		return 0, err
+	}
+	updates := map[string]any{"status": o.Status, "provider_message_id": o.ProviderMessageID,
+		"error": o.Error, "sent_at": sentAt}
+	msg := db.Model(&Message{}).Where("id = ?", id)
+	if held {
+		if Held(o.Status) {
+			updates["next_attempt_at"] = utcPtr(o.NextAttemptAt)
+		}
+		msg = msg.Where("status = ?", StatusSending)
+	}
+	res := msg.Updates(updates)
+	return res.RowsAffected, res.Error
 }
 
 // settleSlot marks a send's slot counted at countedAt, or deletes it.

@@ -66,18 +66,12 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 	return res.Error
 }
 
-// updateOutcomePostgres records a send's outcome and settles its slot in ONE
-// statement: the second durable commit of a send, like the first, is a
-// single round trip. A data-modifying CTE runs even when the message is
-// gone, so the slot is settled whatever happened to the inbox.
-func (s *Store) updateOutcomePostgres(ctx context.Context, id string, o Outcome, sentAt, countedAt *time.Time) *gorm.DB {
-	return outcomePostgres(s.db.WithContext(ctx), id, o, sentAt, countedAt, false)
-}
-
-// outcomePostgres is updateOutcomePostgres's statement on db (a
-// transaction's, for FinishHeld). held: the message is changed only if it
-// is "sending", and a held status (put back, not taken) sets its next
-// attempt too.
+// outcomePostgres records a send's outcome and settles its slot in ONE
+// statement on db: the second durable commit of a send, like the first, is
+// a single round trip. A data-modifying CTE runs even when the message is
+// gone, so the slot is settled whatever happened to the inbox. held: the
+// message is changed only if it is "sending", and a held status (put back,
+// not taken) sets its next attempt too.
 func outcomePostgres(db *gorm.DB, id string, o Outcome, sentAt, countedAt *time.Time, held bool) *gorm.DB {
 	slot := `WITH l AS (DELETE FROM send_log WHERE id = ?) `
 	vars := []any{id}

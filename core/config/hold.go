@@ -23,7 +23,8 @@ type Hold struct {
 }
 
 // MaxQueueMaxAge bounds QUEUE_MAX_AGE. River retries a held message's
-// failing job at most 25 times, with a backoff of attempt⁴ seconds ±10%:
+// failing job at most 25 times, with a backoff of attempt⁴ seconds ±10%
+// (River's default, which skuld/hold's retry policy keeps):
 // the 25th attempt comes at least 18.4 days after the first. Past that
 // River discards the job, and a message not yet expired would stay held
 // with no job to send it; a message older than QUEUE_MAX_AGE is failed,

@@ -97,15 +97,16 @@ func TestCompleteTxAsRiver(t *testing.T) {
 	}
 }
 
-// River's last retry of a held message's job comes after the longest
+// The last retry of a held message's job comes after the longest
 // QUEUE_MAX_AGE, so the message expires (failed by that attempt) before
 // River discards the job and leaves it held with nothing to send it. The
-// delays are River's default policy: attempt⁴ seconds with up to 10%
-// jitter either way (river.DefaultClientRetryPolicy).
+// delays are the Queue's retry policy (backoff) at its shortest jitter.
 func TestRetriesOutlastMaxQueueMaxAge(t *testing.T) {
+	job := &rivertype.JobRow{ID: 21 * 1000} // ID%21 == 0: a jitter of -10%, the earliest
 	var earliest time.Duration
-	for k := 1; k < maxAttempts; k++ { // the delays before attempts 2..maxAttempts
-		earliest += time.Duration(0.9 * float64(k*k*k*k) * float64(time.Second))
+	for range maxAttempts - 1 { // the delays before attempts 2..maxAttempts
+		earliest += backoff(job)
+		job.Errors = append(job.Errors, rivertype.AttemptError{})
 	}
 	if earliest <= config.MaxQueueMaxAge {
 		t.Fatalf("the last of %d attempts comes as early as %v after the first, not after QUEUE_MAX_AGE's bound %v",
