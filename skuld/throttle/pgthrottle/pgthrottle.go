@@ -24,7 +24,7 @@ var schema string
 
 // Version is the version of schema.sql; Migrate records it. Raise it with
 // every change to schema.sql.
-const Version = 2
+const Version = 3
 
 // errLost is the SQLSTATE the functions raise when the state is gone.
 const errLost = "NWT01"

@@ -29,6 +29,15 @@ CREATE TABLE IF NOT EXISTS pgthrottle_flights (
 );
 CREATE INDEX IF NOT EXISTS pgthrottle_flights_scope ON pgthrottle_flights (scope);
 CREATE INDEX IF NOT EXISTS pgthrottle_flights_deadline ON pgthrottle_flights (deadline_ns);
+-- Every send inserts a row here and deletes it a moment later, and every
+-- admission reads the table whole: vacuumed after a thousand dead rows, not
+-- after a fifth of the table, as a queue table is, or the reads slow down
+-- with the dead rows they step over. The buckets are upserted by the same
+-- sends.
+ALTER TABLE pgthrottle_flights SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+    autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE pgthrottle_buckets SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+    autovacuum_vacuum_cost_delay = 0);
 
 -- One row while the state is present. Without it (a new database, or the
 -- tables emptied by hand) nothing is admitted until the state is rebuilt
@@ -99,9 +108,13 @@ DECLARE
     gmb BIGINT[]; gmn BIGINT[]; ghb BIGINT[]; ghn BIGINT[]; gfid BIGINT[]; gfdl BIGINT[];
     cur TEXT;
     ok BOOLEAN;
-    rid BIGINT;
-    adm BOOLEAN[] := '{}';
-    ids BIGINT[] := '{}';
+    n INTEGER := coalesce(array_length(p_scopes, 1), 0);
+    adm BOOLEAN[] := array_fill(false, ARRAY[n]);
+    ids BIGINT[] := array_fill(0::BIGINT, ARRAY[n]);
+    new_ids BIGINT[];
+    a_scopes TEXT[] := '{}';
+    a_deadlines BIGINT[] := '{}';
+    j INTEGER := 0;
     gone_s TEXT[];
     gone_t BIGINT[];
 BEGIN
@@ -123,7 +136,7 @@ BEGIN
         DELETE FROM pgthrottle_buckets b WHERE (b.width = 1 AND b.bucket < lo_m) OR (b.width = 60 AND b.bucket < lo_h);
     END IF;
     SELECT * INTO gmb, gmn, g_m, ghb, ghn, g_h, gfid, gfdl, g_f FROM pgthrottle_scope('', lo_m, lo_h);
-    FOR k IN 1 .. coalesce(array_length(p_scopes, 1), 0) LOOP
+    FOR k IN 1 .. n LOOP
         IF p_scopes[k] <> '' AND p_scopes[k] IS DISTINCT FROM cur THEN
             cur := p_scopes[k];
             o_scope := cur; o_now := t; o_admitted := NULL; o_ids := NULL;
@@ -134,17 +147,29 @@ BEGIN
         IF p_scopes[k] <> '' THEN
             ok := ok AND NOT ((p_imins[k] > 0 AND i_m + i_f >= p_imins[k]) OR (p_ihours[k] > 0 AND i_h + i_f >= p_ihours[k]));
         END IF;
-        rid := NULL;
         IF ok THEN
-            INSERT INTO pgthrottle_flights (scope, deadline_ns) VALUES (p_scopes[k], t + p_leases[k]) RETURNING id INTO rid;
+            adm[k] := true;
+            a_scopes := a_scopes || p_scopes[k];
+            a_deadlines := a_deadlines || (t + p_leases[k]);
             g_f := g_f + 1;
             IF p_scopes[k] <> '' THEN
                 i_f := i_f + 1;
             END IF;
         END IF;
-        adm := adm || ok;
-        ids := ids || coalesce(rid, 0);
     END LOOP;
+    -- The admitted reservations in one statement: a batch carries spare
+    -- admissions too (see package throttle), and a row at a time cost
+    -- most of the call.
+    IF array_length(a_scopes, 1) > 0 THEN
+        SELECT array_agg(nextval('pgthrottle_flights_id_seq')) INTO new_ids FROM generate_series(1, array_length(a_scopes, 1));
+        INSERT INTO pgthrottle_flights (id, scope, deadline_ns) SELECT * FROM unnest(new_ids, a_scopes, a_deadlines);
+        FOR k IN 1 .. n LOOP
+            IF adm[k] THEN
+                j := j + 1;
+                ids[k] := new_ids[j];
+            END IF;
+        END LOOP;
+    END IF;
     o_scope := ''; o_now := t; o_mb := gmb; o_mn := gmn; o_hb := ghb; o_hn := ghn; o_fid := gfid; o_fdl := gfdl;
     o_admitted := adm; o_ids := ids;
     RETURN NEXT;
