@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -114,19 +115,45 @@ func (s *Shared) sendBatches() {
 	}
 }
 
-// sendBatch admits one batch and answers each of its callers.
+// sendBatch admits one batch and answers each of its callers. It asks for
+// spare admissions of each kind of send in it too (see spares).
 func (s *Shared) sendBatch(batch []*asking) {
-	// An inbox's asks together: the backend reads its scope once for
-	// them. They all arrived while the last call was on its way, so any
-	// order is one they could have come in.
-	slices.SortStableFunc(batch, func(a, b *asking) int { return strings.Compare(a.ask.Inbox, b.ask.Inbox) })
-	asks := make([]Ask, len(batch))
-	for i, p := range batch {
-		asks[i] = p.ask
-	}
 	global := s.limits.Load()[0]
+	type entry struct {
+		ask Ask
+		p   *asking // nil for a spare
+	}
+	entries := make([]entry, 0, len(batch))
+	kinds := map[spareKey]int{}
+	longest := map[spareKey]time.Duration{}
+	for _, p := range batch {
+		entries = append(entries, entry{ask: p.ask, p: p})
+		k := spareKey{inbox: p.ask.Inbox, limits: p.ask.Limits, global: global}
+		kinds[k]++
+		longest[k] = max(longest[k], p.ask.Lease)
+	}
+	for k, callers := range kinds {
+		for range s.spares.want(k, callers) {
+			entries = append(entries, entry{ask: Ask{Inbox: k.inbox, Limits: k.limits, Lease: longest[k] + spareHold}})
+		}
+	}
+	// An inbox's asks together, its callers' before its spares: the
+	// backend reads its scope once for them. They all arrived while the
+	// last call was on its way, so any order is one they could have come
+	// in.
+	slices.SortStableFunc(entries, func(a, b entry) int {
+		if c := strings.Compare(a.ask.Inbox, b.ask.Inbox); c != 0 {
+			return c
+		}
+		return cmp.Compare(boolInt(a.p == nil), boolInt(b.p == nil))
+	})
+	asks := make([]Ask, len(entries))
+	for i, e := range entries {
+		asks[i] = e.ask
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
+	asked := s.clock.Mono()
 	b, err := s.d.Reserve(ctx, global, asks)
 	if errors.Is(err, ErrStateLost) {
 		if err = s.recover(ctx); err == nil {
@@ -137,8 +164,10 @@ func (s *Shared) sendBatch(batch []*asking) {
 		err = errors.New("backend answered a different number of admissions")
 	}
 	if err != nil {
-		for _, p := range batch {
-			s.answer(p, askResult{err: s.unavailable(err)})
+		for _, e := range entries {
+			if e.p != nil {
+				s.answer(e.p, askResult{err: s.unavailable(err)})
+			}
 		}
 		return
 	}
@@ -148,9 +177,22 @@ func (s *Shared) sendBatch(batch []*asking) {
 	if hot {
 		s.heat()
 	}
-	for i, p := range batch {
-		s.answer(p, results[i])
+	for i, e := range entries {
+		switch {
+		case e.p != nil:
+			s.answer(e.p, results[i])
+		case results[i].ticket != nil:
+			k := spareKey{inbox: e.ask.Inbox, limits: e.ask.Limits, global: global}
+			s.spares.put(k, spare{t: results[i].ticket, lease: e.ask.Lease, asked: asked})
+		}
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // answer hands res to p's caller, or, if it gave up, releases what was
@@ -222,6 +264,9 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 				(&sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
 			}
 			results[k].err = ErrDisagree
+		}
+		if k == len(v.asks)-1 || v.asks[k+1].Inbox != ask.Inbox {
+			s.spares.learned(spareKey{inbox: ask.Inbox, limits: ask.Limits, global: v.global}, roomLeft(g, in))
 		}
 	}
 	return results, hot
@@ -295,7 +340,7 @@ func (t *sharedTicket) settle(ctx context.Context, commit bool) (Snapshot, error
 	at := t.s.clock.Mono()
 	ask := t.v.asks[t.k]
 	// What this server holds now, before this settlement may send it all.
-	mine := t.s.gather.mine(t.v.at(at), at)
+	mine := t.s.mine(t.v.at(at), at)
 	err := t.s.gather.add(ctx, Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
 		at, t.near || t.s.hot())
 	snap := t.v.snapshot(t.k, at, commit, mine)

@@ -51,13 +51,16 @@ type SharedOptions struct {
 //   - A refusal's Retry-After, counts and windows come from the state the
 //     backend read in the step that refused; if the window rule finds room
 //     in that state, the answer is ErrDisagree, never a made-up refusal.
+//   - Far from every limit a call also takes a few spare admissions, from
+//     which the next sends of the same kind are admitted without a call
+//     for up to a second (see spares).
 //   - Commits and releases are gathered (see gatherer).
 //   - A lost state (ErrStateLost) is rebuilt from the durable send record
 //     before anything is admitted, and logged.
 //
-// Its background work (the gatherer's goroutine, a running batch) belongs
-// to it: Close sends what is pending and stops it. It is safe for
-// concurrent use, by goroutines and by servers.
+// Its background work (the gatherer's and the spares' goroutines, a running
+// batch) belongs to it: Close sends what is pending and stops it. It is
+// safe for concurrent use, by goroutines and by servers.
 type Shared struct {
 	d       Driver
 	clock   clock.Clock
@@ -69,6 +72,7 @@ type Shared struct {
 	adm      admissions
 	maxBatch int
 	gather   *gatherer
+	spares   *spares
 	hotUntil atomic.Int64 // local mono ns; see gatherer
 	seen     atomic.Bool  // the state was found present since start
 
@@ -101,6 +105,7 @@ func NewShared(d Driver, o SharedOptions) *Shared {
 		maxBatch: o.MaxBatch}
 	s.limits.Store(&[2]Limits{o.Global, o.Inbox})
 	s.gather = newGatherer(d, o.Clock, o.SettleDelay, o.Logger)
+	s.spares = newSpares(s)
 	return s
 }
 
@@ -113,6 +118,7 @@ func (s *Shared) SetLimits(global, inboxDefault Limits) {
 	mustNotBeNegative(global)
 	mustNotBeNegative(inboxDefault)
 	s.limits.Store(&[2]Limits{global, inboxDefault})
+	s.spares.drain()
 }
 
 // Reserve implements Throttle.
@@ -123,6 +129,9 @@ func (s *Shared) Reserve(ctx context.Context, r Request) (Ticket, error) {
 	ask := Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
 	if r.Inbox != "" {
 		ask.Limits = r.Override.Apply(s.limits.Load()[1])
+	}
+	if t := s.spares.take(spareKey{inbox: ask.Inbox, limits: ask.Limits, global: s.limits.Load()[0]}, ask.Lease); t != nil {
+		return t, nil
 	}
 	res, err := s.admit(ctx, ask)
 	if err != nil {
@@ -141,7 +150,7 @@ func (s *Shared) State(ctx context.Context, inbox string, o Override) (Snapshot,
 	if err != nil {
 		return Snapshot{}, err
 	}
-	mine := s.gather.mine(raw.Now, s.clock.Mono())
+	mine := s.mine(raw.Now, s.clock.Mono())
 	lim := s.limits.Load()
 	snap := Snapshot{Global: raw.Global.scope(raw.Now, lim[0], mine).state(raw.Now, Global)}
 	if inbox != "" {
@@ -189,6 +198,7 @@ func (s *Shared) recover(ctx context.Context) error {
 	if err != nil || !done {
 		return err
 	}
+	s.spares.drain() // gone with the state
 	attrs := []any{slog.String("backend", s.d.Name()), slog.Int("sends", len(rec.Sent)),
 		slog.Int("in_flight", len(rec.Pending))}
 	switch {
@@ -231,6 +241,7 @@ func (s *Shared) Rebuild(ctx context.Context) error {
 func (s *Shared) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.adm.close()
+		s.spares.close()
 		if err := s.gather.close(ctx); err != nil {
 			s.closeErr = s.unavailable(err)
 		}
@@ -242,4 +253,13 @@ func (s *Shared) Close(ctx context.Context) error {
 // commits and releases go at once meanwhile.
 func (s *Shared) hot() bool { return int64(s.clock.Mono()) < s.hotUntil.Load() }
 
-func (s *Shared) heat() { s.hotUntil.Store(int64(s.clock.Mono() + hotFor)) }
+func (s *Shared) heat() {
+	s.hotUntil.Store(int64(s.clock.Mono() + hotFor))
+	s.spares.drain()
+}
+
+// mine is what this server holds that the backend does not know yet, by
+// reservation id (see gatherer.mine), and its spares, as given back.
+func (s *Shared) mine(backendNow int64, mono time.Duration) map[int64]local {
+	return s.spares.mine(s.gather.mine(backendNow, mono))
+}

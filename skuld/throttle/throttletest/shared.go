@@ -2,6 +2,7 @@ package throttletest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,5 +126,87 @@ func testNearLimit(t *testing.T, b Backend) {
 	commit(t, reserve(t, hot, "")) // far from the global limit, but just after a refusal
 	if st := state(t, other, ""); st.PerMinute.Used != 10 || st.PerMinute.InFlight != 0 {
 		t.Fatalf("after a refusal another server sees %+v, want used 10 (sent at once)", st.PerMinute)
+	}
+}
+
+// testSpares: far from every limit a server admits most sends from spare
+// admissions it took with an earlier call, without asking the backend.
+// Every server sees the room they hold as in flight, the server itself does
+// not, and what it has not used within a second goes back: once it stops,
+// the others see its sends and nothing else.
+func testSpares(t *testing.T, b Backend) {
+	o := Options{Global: throttle.Limits{PerMinute: 100000}, SettleDelay: time.Hour}
+	th, other := b.New(o), b.New(o)
+	commit(t, reserve(t, th, "")) // learns the room
+	commit(t, reserve(t, th, "")) // takes spares with it
+	sent := 2
+	if st := state(t, th, ""); st.PerMinute.Used != sent || st.PerMinute.InFlight != 0 {
+		t.Fatalf("the server itself sees %+v, want used 2 and its spares not in flight", st.PerMinute)
+	}
+	held := state(t, other, "").PerMinute.InFlight - sent // its commits are gathered
+	if held < 1 {
+		t.Fatalf("another server sees %d in flight, want the %d gathered commits and spares", held+sent, sent)
+	}
+	if b.Stall != nil {
+		b.Stall(2 * time.Second) // the backend answers nothing for a while
+		var tickets []throttle.Ticket
+		for range held {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			tk, err := th.Reserve(c, throttle.Request{Lease: lease})
+			cancel()
+			if err != nil {
+				t.Fatalf("with the backend stalled and %d spares held: %v, want admitted from a spare", held, err)
+			}
+			tickets = append(tickets, tk)
+		}
+		for _, tk := range tickets {
+			commit(t, tk)
+			sent++
+		}
+	}
+	b.Advance(2 * time.Second)
+	commit(t, reserve(t, th, "")) // spares older than a second go back first
+	sent++
+	stop(t, th)
+	if st := state(t, other, ""); st.PerMinute.Used != sent || st.PerMinute.InFlight != 0 {
+		t.Fatalf("after the server stopped another sees %+v, want used %d and nothing in flight", st.PerMinute, sent)
+	}
+}
+
+// testSparesKeepThePromise: two servers taking spares, many senders, a
+// limit they reach: never more admitted than the limit, and once both stop
+// a third server sees exactly the sends admitted, nothing held.
+func testSparesKeepThePromise(t *testing.T, b Backend) {
+	const limit, n = 2000, 1200
+	o := Options{Global: throttle.Limits{PerMinute: limit}, Inbox: throttle.Limits{PerMinute: limit / 2}}
+	a, c := b.New(o), b.New(o)
+	var total int
+	for range 2 { // the second round finds room learned and spares taken
+		var wg sync.WaitGroup
+		var got [2]int
+		for i, th := range []throttle.Throttle{a, c} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i] = hammer(t, th, n/2, func(k int) string { return []string{"", "x"}[k%2] })
+			}()
+		}
+		wg.Wait()
+		total += got[0] + got[1]
+	}
+	if total > limit {
+		t.Fatalf("%d admitted, over the limit of %d", total, limit)
+	}
+	stop(t, a)
+	stop(t, c)
+	st, err := b.New(o).State(ctx, "x", throttle.Override{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := st.Global.PerMinute; g.Used != total || g.InFlight != 0 {
+		t.Fatalf("after both stopped: %+v, want used %d (every send admitted), nothing in flight", g, total)
+	}
+	if in := st.Inbox.PerMinute; in.Used > limit/2 || in.InFlight != 0 {
+		t.Fatalf("inbox x after both stopped: %+v, want at most %d used, nothing in flight", in, limit/2)
 	}
 }

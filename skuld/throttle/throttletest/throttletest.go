@@ -81,6 +81,8 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"LostStateRebuilt", true, testLostState},
 		{"CommitsGatheredFarFromLimits", true, testGathered},
 		{"CommitsAtOnceNearLimits", true, testNearLimit},
+		{"Spares", true, testSpares},
+		{"SparesKeepThePromise", true, testSparesKeepThePromise},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
