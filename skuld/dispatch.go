@@ -40,6 +40,27 @@ const (
 	laneRun   = 10 * time.Second
 )
 
+// heldRecheck bounds how long held mail waits after a refusal whose full
+// windows hold sends in flight. Retry-After assumes each of those may
+// still go out at the end of its lease, and counts a window from then; but
+// one that fails gives its slot back at once, and one that finishes early
+// counts from then. A client told Retry-After errs late, the safe side;
+// mail the server holds asks again sooner.
+const heldRecheck = 5 * time.Second
+
+// heldWait is how long held mail waits after the refusal rl.
+func heldWait(rl *throttle.RateLimitedError) time.Duration {
+	states := rl.Snapshot.States()
+	for _, v := range rl.Violations {
+		for _, st := range states {
+			if st.Window == v.Window && st.InFlight > 0 {
+				return min(rl.RetryAfter, heldRecheck)
+			}
+		}
+	}
+	return rl.RetryAfter
+}
+
 // unavailableSnooze is how long a job waits for a throttle backend that
 // cannot be asked.
 const unavailableSnooze = 5 * time.Second
@@ -184,14 +205,15 @@ func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.In
 	var rl *throttle.RateLimitedError
 	switch {
 	case errors.As(err, &rl) && own:
-		next := now.Add(rl.RetryAfter)
+		next := now.Add(heldWait(rl))
 		_, err := h.Store.QueueHeld(ctx, m.ID, next, both(h.Jobs.Lane(inbox.ID, next), complete))
 		return Step{}, ignoreNotHeld(err)
 	case errors.As(err, &rl):
-		if err := h.Store.SetNextAttempt(ctx, m.ID, now.Add(rl.RetryAfter)); err != nil {
+		wait := heldWait(rl)
+		if err := h.Store.SetNextAttempt(ctx, m.ID, now.Add(wait)); err != nil {
 			return Step{}, err
 		}
-		return Step{Snooze: max(rl.RetryAfter, time.Millisecond)}, nil
+		return Step{Snooze: max(wait, time.Millisecond)}, nil
 	case err != nil:
 		s.o.Logger.WarnContext(ctx, "throttle unavailable; held message waits", slog.String("message_id", m.ID), slog.Any("error", err))
 		return Step{Snooze: unavailableSnooze}, nil

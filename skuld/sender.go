@@ -201,7 +201,7 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (Result, error) {
 			s.o.Observer.Refused(rl.Windows())
 			s.refusals.refused(ctx, rl)
 			if queue {
-				return s.queue(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(rl.RetryAfter), rl.Snapshot)
+				return s.queue(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(heldWait(rl)), rl.Snapshot)
 			}
 		}
 		return Result{}, err
