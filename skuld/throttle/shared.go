@@ -188,6 +188,7 @@ func (s *Shared) unavailable(err error) error {
 // recover rebuilds a lost state from the durable send record. Several
 // servers may find it lost at once; the backend lets one of them write it.
 func (s *Shared) recover(ctx context.Context) error {
+	s.spares.drain() // their reservations are gone with the state
 	s.recovering.Lock()
 	defer s.recovering.Unlock()
 	rec, err := s.rebuild(ctx)
@@ -198,7 +199,6 @@ func (s *Shared) recover(ctx context.Context) error {
 	if err != nil || !done {
 		return err
 	}
-	s.spares.drain() // gone with the state
 	attrs := []any{slog.String("backend", s.d.Name()), slog.Int("sends", len(rec.Sent)),
 		slog.Int("in_flight", len(rec.Pending))}
 	switch {
