@@ -116,7 +116,7 @@ func (s *Shared) sendBatches() {
 }
 
 // sendBatch admits one batch and answers each of its callers. It asks for
-// spare admissions of each kind of send in it too (see spares).
+// a block of spare slots of each kind of send in it too (see spares).
 func (s *Shared) sendBatch(batch []*asking) {
 	global := s.limits.Load()[0]
 	type entry struct {
@@ -133,8 +133,8 @@ func (s *Shared) sendBatch(batch []*asking) {
 		longest[k] = max(longest[k], p.ask.Lease)
 	}
 	for k, callers := range kinds {
-		for range s.spares.want(k, callers) {
-			entries = append(entries, entry{ask: Ask{Inbox: k.inbox, Limits: k.limits, Lease: longest[k] + spareHold}})
+		if n := s.spares.want(k, callers); n > 0 {
+			entries = append(entries, entry{ask: Ask{Inbox: k.inbox, Limits: k.limits, Lease: longest[k] + spareHold, N: n}})
 		}
 	}
 	// An inbox's asks together, its callers' before its spares: the
@@ -183,7 +183,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 			s.answer(e.p, results[i])
 		case results[i].ticket != nil:
 			k := spareKey{inbox: e.ask.Inbox, limits: e.ask.Limits, global: global}
-			s.spares.put(k, spare{t: results[i].ticket, lease: e.ask.Lease, asked: asked})
+			s.spares.put(k, &block{t: results[i].ticket, left: e.ask.Slots(), lease: e.ask.Lease, asked: asked})
 		}
 	}
 }
@@ -237,31 +237,34 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 		} else {
 			in.setLimits(ask.Limits) // a PATCH may have changed them between two asks
 		}
-		full := [2][2]bool{g.full()}
+		n := ask.Slots()
+		full := [2][2]bool{g.lacks(n)}
 		if in != nil {
-			full[1] = in.full()
+			full[1] = in.lacks(n)
 		}
 		refused, verdict := full != [2][2]bool{}, v.verdicts[k]
 		switch {
 		case refused && !verdict.Admitted:
-			results[k].refusal = refusal(now, g, in, full)
+			if n == 1 { // a block of spares refused is no one's refusal
+				results[k].refusal = refusal(now, g, in, full)
+			}
 			hot = true
 		case !refused && verdict.Admitted:
-			deadline := now + int64(ask.Lease)
-			g.take(deadline, now)
+			g.flight(now+int64(ask.Lease), n, nil, now)
 			if in != nil {
-				in.take(deadline, now)
+				in.flight(now+int64(ask.Lease), n, nil, now)
 			}
 			results[k].ticket = &sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
 			hot = hot || results[k].ticket.near
 		default:
 			if verdict.Admitted {
-				deadline := now + int64(ask.Lease)
-				g.take(deadline, now) // as the backend has it
+				g.flight(now+int64(ask.Lease), n, nil, now) // as the backend has it
 				if in != nil {
-					in.take(deadline, now)
+					in.flight(now+int64(ask.Lease), n, nil, now)
 				}
-				(&sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
+				for range n {
+					(&sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
+				}
 			}
 			results[k].err = ErrDisagree
 		}
@@ -273,10 +276,10 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 }
 
 // snapshot is the windows as ask k's admission saw them, at mono on this
-// server's clock, with k counted then (counted) or given back, and this
-// server's commits and releases made since counted as what they are (mine,
-// given the backend time it was taken at).
-func (v *view) snapshot(k int, mono time.Duration, counted bool, m map[int64]local) Snapshot {
+// server's clock, with one slot of k counted then (counted) or given back,
+// and this server's commits and releases made since counted as what they
+// are (mine, given the backend time it was taken at).
+func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snapshot {
 	t := v.at(mono)
 	ask := v.asks[k]
 	g := v.raw.Global.scope(t, v.global, m)
@@ -284,24 +287,18 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m map[int64]loc
 	if ask.Inbox != "" {
 		in = v.raw.Inbox[ask.Inbox].scope(t, ask.Limits, m)
 	}
-	for j := range k {
+	for j := range k + 1 {
 		if !v.verdicts[j].Admitted {
 			continue
 		}
-		same := in != nil && v.asks[j].Inbox == ask.Inbox
-		if x, ok := m[v.verdicts[j].ID]; ok {
-			if x.commit {
-				g.count(x.at)
-				if same {
-					in.count(x.at)
-				}
-			}
-			continue
+		n := v.asks[j].Slots()
+		if j == k {
+			n-- // the other slots of k's block; k itself is counted below
 		}
-		deadline := v.raw.Now + int64(v.asks[j].Lease)
-		g.take(deadline, t)
-		if same {
-			in.take(deadline, t)
+		deadline, id := v.raw.Now+int64(v.asks[j].Lease), v.verdicts[j].ID
+		g.flight(deadline, n, m[id], t)
+		if in != nil && v.asks[j].Inbox == ask.Inbox {
+			in.flight(deadline, n, m[id], t)
 		}
 	}
 	if counted {

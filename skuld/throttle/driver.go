@@ -14,10 +14,12 @@ import (
 // atomic step on the backend.
 //
 // A driver judges an admission by the window rule of the ring buckets
-// (a bucket b of width w counts while b >= floor((now-span)/w); a window is
-// full when its counted sends plus the reservations in flight reach a
-// non-zero limit; a reservation past its deadline counts as a send at its
-// deadline). It does nothing else: batching, gathering commits, Retry-After,
+// (a bucket b of width w counts while b >= floor((now-span)/w); a window
+// counts its sends plus the slots of the reservations in flight, and admits
+// an ask of n slots when that count plus n stays within a non-zero limit;
+// a reservation past its deadline counts as a send per slot at its
+// deadline). An ask is one send (one slot) or a block of spare admissions
+// (several): admitted whole or refused. It does nothing else: batching, gathering commits, Retry-After,
 // the headers and recovery are Shared's, the same for every driver, and
 // every number is computed from the raw state the driver returns, read in
 // the snapshot that judged.
@@ -58,7 +60,11 @@ type Ask struct {
 	Inbox  string        // "" for none
 	Limits Limits        // the inbox's limits in force
 	Lease  time.Duration // margin included
+	N      int           // slots: 0 or 1 for one send, more for a block of spares
 }
+
+// Slots is the slots a reads: at least one.
+func (a Ask) Slots() int { return max(a.N, 1) }
 
 // Raw is a backend's state at Now: the global scope and some inboxes'.
 type Raw struct {
@@ -79,8 +85,12 @@ type Bucket struct {
 	Sends int
 }
 
-// Flight is one reservation: its id and its deadline (ns).
-type Flight struct{ ID, Deadline int64 }
+// Flight is one reservation: its id, its deadline (ns), and the slots it
+// still holds (at least one; each settlement takes one).
+type Flight struct {
+	ID, Deadline int64
+	N            int
+}
 
 // Batch is what Reserve answers: the state it read and a verdict per ask.
 type Batch struct {
@@ -94,7 +104,8 @@ type Verdict struct {
 	ID       int64
 }
 
-// Settlement is one commit or release.
+// Settlement is one commit or release of one slot of reservation ID; a
+// reservation whose slots are all settled is gone.
 type Settlement struct {
 	ID     int64
 	Inbox  string

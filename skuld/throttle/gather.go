@@ -12,7 +12,7 @@ import (
 
 // DefaultSettleDelay is how long commits and releases far from every limit
 // are gathered, by default.
-const DefaultSettleDelay = 10 * time.Millisecond
+const DefaultSettleDelay = 50 * time.Millisecond
 
 // hotFor is how long after an admission near a limit, or a refusal, every
 // commit and release goes at once.
@@ -171,15 +171,15 @@ func (g *gatherer) flush(ctx context.Context) error {
 // mine returns what is held, by reservation id, each with the moment it
 // was made on the backend's clock, given the backend's now and this
 // server's mono at that moment.
-func (g *gatherer) mine(backendNow int64, mono time.Duration) map[int64]local {
+func (g *gatherer) mine(backendNow int64, mono time.Duration) locals {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.pending) == 0 {
 		return nil
 	}
-	m := make(map[int64]local, len(g.pending))
+	m := make(locals, len(g.pending))
 	for _, h := range g.pending {
-		m[h.s.ID] = local{commit: h.s.Commit, at: backendNow - int64(max(mono-h.at, 0))}
+		m[h.s.ID] = append(m[h.s.ID], local{commit: h.s.Commit, at: backendNow - int64(max(mono-h.at, 0))})
 	}
 	return m
 }

@@ -82,6 +82,10 @@ func (w *ring) counted() int { return w.used + w.inFlight }
 
 func (w *ring) full() bool { return w.limit > 0 && w.counted() >= w.limit }
 
+// lacks reports a limited window without room for n more sends: full for
+// n = 1.
+func (w *ring) lacks(n int) bool { return w.limit > 0 && w.counted()+n > w.limit }
+
 func (w *ring) expiry(b int64) int64 { return (b+1)*w.width + w.span }
 
 // wait returns the nanoseconds from now until need counted sends have left

@@ -33,6 +33,10 @@ func (s *scope) advance(t int64) {
 // full reports which of the scope's windows are full; advance must have run.
 func (s *scope) full() [2]bool { return [2]bool{s.minute.full(), s.hour.full()} }
 
+// lacks reports which of the scope's windows have no room for n more
+// sends; advance must have run.
+func (s *scope) lacks(n int) [2]bool { return [2]bool{s.minute.lacks(n), s.hour.lacks(n)} }
+
 // take puts one reservation in flight until deadline.
 func (s *scope) take(deadline, t int64) flight {
 	s.minute.inFlight++

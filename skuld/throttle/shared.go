@@ -260,6 +260,6 @@ func (s *Shared) heat() {
 
 // mine is what this server holds that the backend does not know yet, by
 // reservation id (see gatherer.mine), and its spares, as given back.
-func (s *Shared) mine(backendNow int64, mono time.Duration) map[int64]local {
+func (s *Shared) mine(backendNow int64, mono time.Duration) locals {
 	return s.spares.mine(s.gather.mine(backendNow, mono))
 }

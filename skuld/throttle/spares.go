@@ -8,23 +8,24 @@ import (
 
 // Spare admissions take the backend's round trip off most sends far from
 // every limit. When a batch goes to the backend for an inbox (or for none),
-// it asks for a few more admissions of the same kind than its callers need,
-// judged by the backend like any other, each with a lease longer by
-// spareHold. For spareHold the server admits the next sends of that kind
-// from these spares without asking the backend; what it has not used by
-// then it gives back. A spare is a reservation like any other: the windows
-// count it as in flight until it is committed or released, every server
-// sees it so, and a server that dies holding spares has them counted at
-// their deadlines, as after any crash. So the promise does not move; what
+// it also asks for a block of spare slots of the same kind: one
+// reservation of several slots, judged by the backend whole, with a lease
+// longer by spareHold. For spareHold the server admits the next sends of
+// that kind from the block's slots without asking the backend, each
+// committed or released as any send is; what it has not used by then it
+// gives back. A block is a reservation like any other: the windows count
+// its slots as in flight until each is committed or released, every server
+// sees them so, and a server that dies holding a block has its slots
+// counted at the deadline, as after any crash. So the promise does not move; what
 // spares cost is room held for a second, which is why they are taken only
 // far from the limits: at most one in spareShare of a window's room, none
 // once a window is near its limit (the hot rule), and those held are given
 // back when it gets there.
 const (
 	spareHold   = time.Second
-	maxSpares   = 32 // per call, per kind of send
+	maxSpares   = 64 // slots per call, per kind of send
 	spareShare  = 32 // a call's spares take at most 1/spareShare of the room
-	spareDemand = 16 // and at most this many per caller of the call
+	spareDemand = 32 // and at most this many per caller of the call
 	maxRooms    = 4096
 )
 
@@ -37,21 +38,24 @@ type spareKey struct {
 	global Limits
 }
 
-type spare struct {
-	t     *sharedTicket
+// block is a spare admission of several slots: one reservation in the
+// backend, handed out a slot at a time.
+type block struct {
+	t     *sharedTicket // the admission: its view, its ask and its reservation
+	left  int           // slots not handed out yet
 	lease time.Duration // margin and spareHold included
 	asked time.Duration // local mono when the call that made it was sent
 }
 
 // spares holds a Shared throttle's spare admissions, and the room each kind
-// of send had at its last call. Its goroutine gives back the spares not
+// of send had at its last call. Its goroutine gives back the slots not
 // used within spareHold; started by newSpares, stopped by close.
 type spares struct {
 	s *Shared
 
 	mu    sync.Mutex
-	held  map[spareKey][]spare
-	n     int
+	held  map[spareKey][]*block
+	n     int // slots held
 	rooms map[spareKey]int
 	off   bool // closed: no more are kept
 
@@ -61,14 +65,14 @@ type spares struct {
 }
 
 func newSpares(s *Shared) *spares {
-	p := &spares{s: s, held: map[spareKey][]spare{}, rooms: map[spareKey]int{},
+	p := &spares{s: s, held: map[spareKey][]*block{}, rooms: map[spareKey]int{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
 }
 
-// want is how many spares to ask of the backend for a call that carries
-// callers sends of kind k.
+// want is how many spare slots to ask of the backend, as one block, for a
+// call that carries callers sends of kind k.
 func (p *spares) want(k spareKey, callers int) int {
 	if p.s.hot() {
 		return 0
@@ -99,13 +103,13 @@ func (p *spares) learned(k spareKey, room int) {
 	p.rooms[k] = room
 }
 
-// put keeps sp, a spare of kind k, unless a window got near its limit in
-// the call that made it.
-func (p *spares) put(k spareKey, sp spare) {
+// put keeps b, a block of kind k, unless a window got near its limit
+// meanwhile.
+func (p *spares) put(k spareKey, b *block) {
 	p.mu.Lock()
 	if !p.off && !p.s.hot() {
-		p.held[k] = append(p.held[k], sp)
-		p.n++
+		p.held[k] = append(p.held[k], b)
+		p.n += b.left
 		p.mu.Unlock()
 		select {
 		case p.wake <- struct{}{}:
@@ -114,27 +118,30 @@ func (p *spares) put(k spareKey, sp spare) {
 		return
 	}
 	p.mu.Unlock()
-	p.give([]spare{sp})
+	p.give([]*block{b})
 }
 
-// take returns a spare of kind k for a send whose lease (margin included)
-// is lease, or nil. Spares of k too old to use are given back.
+// take returns a slot of kind k for a send whose lease (margin included)
+// is lease, or nil. Blocks of k too old to use are given back.
 func (p *spares) take(k spareKey, lease time.Duration) *sharedTicket {
 	now := p.s.clock.Mono()
 	p.mu.Lock()
 	list := p.held[k]
-	var stale []spare
+	var stale []*block
 	for len(list) > 0 && now-list[0].asked >= spareHold {
 		stale = append(stale, list[0])
+		p.n -= list[0].left
 		list = list[1:]
 	}
 	var t *sharedTicket
 	if len(list) > 0 && lease+now-list[0].asked <= list[0].lease {
-		t, list = list[0].t, list[1:]
-	}
-	p.n -= len(stale)
-	if t != nil {
+		b := list[0]
+		t = &sharedTicket{s: b.t.s, v: b.t.v, k: b.t.k, id: b.t.id, near: b.t.near}
+		b.left--
 		p.n--
+		if b.left == 0 {
+			list = list[1:]
+		}
 	}
 	if len(list) == 0 {
 		delete(p.held, k)
@@ -146,41 +153,44 @@ func (p *spares) take(k spareKey, lease time.Duration) *sharedTicket {
 	return t
 }
 
-// mine adds the spares held to m, as given back: this server's own reads
+// mine adds the slots held to m, as given back: this server's own reads
 // do not count room it holds as taken.
-func (p *spares) mine(m map[int64]local) map[int64]local {
+func (p *spares) mine(m locals) locals {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.n == 0 {
 		return m
 	}
 	if m == nil {
-		m = make(map[int64]local, p.n)
+		m = make(locals, len(p.held))
 	}
 	for _, list := range p.held {
-		for _, sp := range list {
-			m[sp.t.id] = local{}
+		for _, b := range list {
+			for range b.left {
+				m[b.t.id] = append(m[b.t.id], local{})
+			}
 		}
 	}
 	return m
 }
 
-// drain gives back every spare held: a window is near its limit, the
-// limits changed, or the state was rebuilt.
+// drain gives back every slot held: a window is near its limit, the limits
+// changed, or the state was lost.
 func (p *spares) drain() {
 	p.mu.Lock()
-	all := p.takeAll(func(spare) bool { return true })
+	all := p.takeAll(func(*block) bool { return true })
 	p.mu.Unlock()
 	p.give(all)
 }
 
-// takeAll removes and returns the spares for which stale is true; p.mu is
+// takeAll removes and returns the blocks for which stale is true; p.mu is
 // held.
-func (p *spares) takeAll(stale func(spare) bool) []spare {
-	var out []spare
+func (p *spares) takeAll(stale func(*block) bool) []*block {
+	var out []*block
 	for k, list := range p.held {
 		i := 0
 		for i < len(list) && stale(list[i]) {
+			p.n -= list[i].left
 			i++
 		}
 		out = append(out, list[:i]...)
@@ -190,21 +200,22 @@ func (p *spares) takeAll(stale func(spare) bool) []spare {
 			p.held[k] = list[i:]
 		}
 	}
-	p.n -= len(out)
 	return out
 }
 
-// give releases spares through the gatherer, as soon as it sends: a
-// spare given back is room another server may need.
-func (p *spares) give(list []spare) {
-	for _, sp := range list {
-		ask := sp.t.v.asks[sp.t.k]
-		s := Settlement{ID: sp.t.id, Inbox: ask.Inbox, Lease: ask.Lease}
-		_ = p.s.gather.add(context.Background(), s, p.s.clock.Mono(), false)
+// give releases the slots left in blocks through the gatherer, as soon as
+// it sends: a slot given back is room another server may need.
+func (p *spares) give(blocks []*block) {
+	for _, b := range blocks {
+		ask := b.t.v.asks[b.t.k]
+		s := Settlement{ID: b.t.id, Inbox: ask.Inbox, Lease: ask.Lease}
+		for range b.left {
+			_ = p.s.gather.add(context.Background(), s, p.s.clock.Mono(), false)
+		}
 	}
 }
 
-// run gives back the spares not used within spareHold, until close.
+// run gives back the slots not used within spareHold, until close.
 func (p *spares) run() {
 	defer close(p.done)
 	for {
@@ -216,7 +227,7 @@ func (p *spares) run() {
 		for {
 			p.mu.Lock()
 			now := p.s.clock.Mono()
-			stale := p.takeAll(func(sp spare) bool { return now-sp.asked >= spareHold })
+			stale := p.takeAll(func(b *block) bool { return now-b.asked >= spareHold })
 			next := time.Duration(-1)
 			for _, list := range p.held {
 				if d := list[0].asked + spareHold - now; next < 0 || d < next {
@@ -237,14 +248,14 @@ func (p *spares) run() {
 	}
 }
 
-// close stops the goroutine and gives back what is held; no spare is kept
+// close stops the goroutine and gives back what is held; no slot is kept
 // after it.
 func (p *spares) close() {
 	close(p.stop)
 	<-p.done
 	p.mu.Lock()
 	p.off = true
-	all := p.takeAll(func(spare) bool { return true })
+	all := p.takeAll(func(*block) bool { return true })
 	p.mu.Unlock()
 	p.give(all) // Close flushes the gatherer next
 }

@@ -77,14 +77,14 @@ func lost(err error) error {
 // Reserve implements throttle.Driver with one call of pgthrottle_reserve.
 func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttle.Ask) (*throttle.Batch, error) {
 	n := len(asks)
-	scopes, leases := make([]string, n), make([]int64, n)
+	scopes, leases, ns := make([]string, n), make([]int64, n), make([]int32, n)
 	mins, hours := make([]int32, n), make([]int32, n)
 	for i, a := range asks {
-		scopes[i], leases[i] = a.Inbox, int64(a.Lease)
+		scopes[i], leases[i], ns[i] = a.Inbox, int64(a.Lease), int32(a.Slots())
 		mins[i], hours[i] = int32(a.Limits.PerMinute), int32(a.Limits.PerHour)
 	}
-	rows, err := d.pool.Query(ctx, `SELECT * FROM pgthrottle_reserve($1, $2, $3, $4, $5, $6)`,
-		scopes, leases, int32(global.PerMinute), int32(global.PerHour), mins, hours)
+	rows, err := d.pool.Query(ctx, `SELECT * FROM pgthrottle_reserve($1, $2, $3, $4, $5, $6, $7)`,
+		scopes, leases, ns, int32(global.PerMinute), int32(global.PerHour), mins, hours)
 	if err != nil {
 		return nil, lost(err)
 	}
@@ -111,7 +111,8 @@ type reserveExtra struct {
 }
 
 // scanScopes reads rows of (scope, now, minute buckets, their sends, hour
-// buckets, their sends, flight ids, their deadlines[, admitted, ids]) into
+// buckets, their sends, flight ids, their deadlines, their slots[,
+// admitted, ids]) into
 // raw; the global scope is the row of scope ”. extra, if set, gets the
 // last two columns of the global row.
 func scanScopes(rows pgx.Rows, raw *throttle.Raw, extra func(*reserveExtra)) error {
@@ -121,10 +122,10 @@ func scanScopes(rows pgx.Rows, raw *throttle.Raw, extra func(*reserveExtra)) err
 			scope          string
 			now            int64
 			mb, mn, hb, hn []int64
-			fid, fdl       []int64
+			fid, fdl, fn   []int64
 			x              reserveExtra
 		)
-		dest := []any{&scope, &now, &mb, &mn, &hb, &hn, &fid, &fdl}
+		dest := []any{&scope, &now, &mb, &mn, &hb, &hn, &fid, &fdl, &fn}
 		if extra != nil {
 			dest = append(dest, &x.admitted, &x.ids)
 		}
@@ -132,8 +133,8 @@ func scanScopes(rows pgx.Rows, raw *throttle.Raw, extra func(*reserveExtra)) err
 			return err
 		}
 		s := &throttle.RawScope{Minute: buckets(mb, mn), Hour: buckets(hb, hn)}
-		for i := range min(len(fid), len(fdl)) {
-			s.Flights = append(s.Flights, throttle.Flight{ID: fid[i], Deadline: fdl[i]})
+		for i := range min(len(fid), len(fdl), len(fn)) {
+			s.Flights = append(s.Flights, throttle.Flight{ID: fid[i], Deadline: fdl[i], N: int(fn[i])})
 		}
 		raw.Now = now
 		if scope != "" {
@@ -173,7 +174,7 @@ func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
 // when it is not). It takes no lock and writes nothing.
 const readSQL = `WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT AS t),
 s(scope) AS (SELECT ''::TEXT UNION ALL SELECT $1::TEXT WHERE $1::TEXT <> '')
-SELECT s.scope, n.t, r.mb, r.mn, r.hb, r.hn, r.fid, r.fdl
+SELECT s.scope, n.t, r.mb, r.mn, r.hb, r.hn, r.fid, r.fdl, r.fn
 FROM s, n, LATERAL pgthrottle_scope(s.scope, (n.t - 60000000000) / 1000000000, (n.t - 3600000000000) / 60000000000) r
 WHERE EXISTS (SELECT 1 FROM pgthrottle_present)`
 

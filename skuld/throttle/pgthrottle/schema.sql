@@ -20,13 +20,15 @@ CREATE TABLE IF NOT EXISTS pgthrottle_buckets (
     PRIMARY KEY (scope, width, bucket)
 );
 
--- A reservation in flight: when deadline_ns passes without a commit or
--- release (its server died), the next admission counts it at deadline_ns.
+-- A reservation in flight, of n slots (one send, or a block of spares;
+-- each commit or release takes one): when deadline_ns passes with slots
+-- left (its server died), the next admission counts each at deadline_ns.
 CREATE TABLE IF NOT EXISTS pgthrottle_flights (
     id          BIGSERIAL PRIMARY KEY,
     scope       TEXT   NOT NULL,
     deadline_ns BIGINT NOT NULL
 );
+ALTER TABLE pgthrottle_flights ADD COLUMN IF NOT EXISTS n INTEGER NOT NULL DEFAULT 1;
 CREATE INDEX IF NOT EXISTS pgthrottle_flights_scope ON pgthrottle_flights (scope);
 CREATE INDEX IF NOT EXISTS pgthrottle_flights_deadline ON pgthrottle_flights (deadline_ns);
 -- Every send inserts a row here and deletes it a moment later, and every
@@ -64,10 +66,14 @@ $$;
 -- pgthrottle_scope reads one scope ('' for the global one) at bucket
 -- bounds p_lo_m and p_lo_h: its buckets still inside each window with their
 -- sends and the sums, and its reservations (every one, for the global
--- scope). STABLE and one statement: it reads in its caller's snapshot.
+-- scope) with their slots, and the slots' sum. STABLE and one statement:
+-- it reads in its caller's snapshot. (Version 3 added the slots: the
+-- functions of version 2 are dropped first, as their results changed.)
+DROP FUNCTION IF EXISTS pgthrottle_scope(TEXT, BIGINT, BIGINT);
+DROP FUNCTION IF EXISTS pgthrottle_reserve(TEXT[], BIGINT[], INTEGER, INTEGER, INTEGER[], INTEGER[]);
 CREATE OR REPLACE FUNCTION pgthrottle_scope(p_scope TEXT, p_lo_m BIGINT, p_lo_h BIGINT,
     OUT mb BIGINT[], OUT mn BIGINT[], OUT sm BIGINT, OUT hb BIGINT[], OUT hn BIGINT[], OUT sh BIGINT,
-    OUT fid BIGINT[], OUT fdl BIGINT[], OUT nf BIGINT)
+    OUT fid BIGINT[], OUT fdl BIGINT[], OUT fn BIGINT[], OUT nf BIGINT)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     SELECT array_agg(b.bucket ORDER BY b.bucket) FILTER (WHERE b.width = 1),
@@ -80,24 +86,28 @@ BEGIN
     FROM pgthrottle_buckets b WHERE b.scope = p_scope
         AND ((b.width = 1 AND b.bucket >= p_lo_m) OR (b.width = 60 AND b.bucket >= p_lo_h));
     IF p_scope = '' THEN
-        SELECT array_agg(f.id ORDER BY f.id), array_agg(f.deadline_ns ORDER BY f.id), count(*)
-        INTO fid, fdl, nf FROM pgthrottle_flights f;
+        SELECT array_agg(f.id ORDER BY f.id), array_agg(f.deadline_ns ORDER BY f.id),
+               array_agg(f.n::BIGINT ORDER BY f.id), coalesce(sum(f.n), 0)
+        INTO fid, fdl, fn, nf FROM pgthrottle_flights f;
     ELSE
-        SELECT array_agg(f.id ORDER BY f.id), array_agg(f.deadline_ns ORDER BY f.id), count(*)
-        INTO fid, fdl, nf FROM pgthrottle_flights f WHERE f.scope = p_scope;
+        SELECT array_agg(f.id ORDER BY f.id), array_agg(f.deadline_ns ORDER BY f.id),
+               array_agg(f.n::BIGINT ORDER BY f.id), coalesce(sum(f.n), 0)
+        INTO fid, fdl, fn, nf FROM pgthrottle_flights f WHERE f.scope = p_scope;
     END IF;
 END
 $$;
 
--- pgthrottle_reserve admits a batch of sends in order, each as if alone,
--- under the admission lock (the key is "nornthr2"). It answers one row per
--- scope it read, as it was before the batch's first send from that scope:
--- the global scope last, with each send's verdict (admitted, and its
--- reservation id or NULL). Its state is gone: SQLSTATE NWT01.
-CREATE OR REPLACE FUNCTION pgthrottle_reserve(p_scopes TEXT[], p_leases BIGINT[], p_gmin INTEGER, p_ghour INTEGER,
-    p_imins INTEGER[], p_ihours INTEGER[])
+-- pgthrottle_reserve admits a batch of asks in order, each as if alone,
+-- under the admission lock (the key is "nornthr2"): an ask of p_ns[k]
+-- slots is admitted whole when every limited window has room for all of
+-- them. It answers one row per scope it read, as it was before the
+-- batch's first ask from that scope: the global scope last, with each
+-- ask's verdict (admitted, and its reservation id or 0). Its state is
+-- gone: SQLSTATE NWT01.
+CREATE OR REPLACE FUNCTION pgthrottle_reserve(p_scopes TEXT[], p_leases BIGINT[], p_ns INTEGER[], p_gmin INTEGER,
+    p_ghour INTEGER, p_imins INTEGER[], p_ihours INTEGER[])
 RETURNS TABLE (o_scope TEXT, o_now BIGINT, o_mb BIGINT[], o_mn BIGINT[], o_hb BIGINT[], o_hn BIGINT[],
-    o_fid BIGINT[], o_fdl BIGINT[], o_admitted BOOLEAN[], o_ids BIGINT[])
+    o_fid BIGINT[], o_fdl BIGINT[], o_fn BIGINT[], o_admitted BOOLEAN[], o_ids BIGINT[])
 LANGUAGE plpgsql AS $$
 DECLARE
     t BIGINT;
@@ -105,7 +115,7 @@ DECLARE
     lo_h BIGINT;
     g_m BIGINT; g_h BIGINT; g_f BIGINT;
     i_m BIGINT := 0; i_h BIGINT := 0; i_f BIGINT := 0;
-    gmb BIGINT[]; gmn BIGINT[]; ghb BIGINT[]; ghn BIGINT[]; gfid BIGINT[]; gfdl BIGINT[];
+    gmb BIGINT[]; gmn BIGINT[]; ghb BIGINT[]; ghn BIGINT[]; gfid BIGINT[]; gfdl BIGINT[]; gfn BIGINT[];
     cur TEXT;
     ok BOOLEAN;
     n INTEGER := coalesce(array_length(p_scopes, 1), 0);
@@ -114,6 +124,7 @@ DECLARE
     new_ids BIGINT[];
     a_scopes TEXT[] := '{}';
     a_deadlines BIGINT[] := '{}';
+    a_ns INTEGER[] := '{}';
     j INTEGER := 0;
     gone_s TEXT[];
     gone_t BIGINT[];
@@ -124,8 +135,9 @@ BEGIN
     END IF;
     t := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT;
     IF EXISTS (SELECT 1 FROM pgthrottle_flights WHERE deadline_ns <= t) THEN
-        WITH gone AS (DELETE FROM pgthrottle_flights f WHERE f.deadline_ns <= t RETURNING f.scope, f.deadline_ns)
-        SELECT array_agg(gone.scope), array_agg(gone.deadline_ns) INTO gone_s, gone_t FROM gone;
+        WITH gone AS (DELETE FROM pgthrottle_flights f WHERE f.deadline_ns <= t RETURNING f.scope, f.deadline_ns, f.n)
+        SELECT array_agg(gone.scope), array_agg(gone.deadline_ns) INTO gone_s, gone_t
+        FROM gone CROSS JOIN LATERAL generate_series(1, gone.n);
         PERFORM pgthrottle_count(gone_s, gone_t);
     END IF;
     lo_m := (t - 60000000000) / 1000000000;
@@ -135,25 +147,27 @@ BEGIN
     IF random() < 0.02 THEN
         DELETE FROM pgthrottle_buckets b WHERE (b.width = 1 AND b.bucket < lo_m) OR (b.width = 60 AND b.bucket < lo_h);
     END IF;
-    SELECT * INTO gmb, gmn, g_m, ghb, ghn, g_h, gfid, gfdl, g_f FROM pgthrottle_scope('', lo_m, lo_h);
+    SELECT * INTO gmb, gmn, g_m, ghb, ghn, g_h, gfid, gfdl, gfn, g_f FROM pgthrottle_scope('', lo_m, lo_h);
     FOR k IN 1 .. n LOOP
         IF p_scopes[k] <> '' AND p_scopes[k] IS DISTINCT FROM cur THEN
             cur := p_scopes[k];
             o_scope := cur; o_now := t; o_admitted := NULL; o_ids := NULL;
-            SELECT * INTO o_mb, o_mn, i_m, o_hb, o_hn, i_h, o_fid, o_fdl, i_f FROM pgthrottle_scope(cur, lo_m, lo_h);
+            SELECT * INTO o_mb, o_mn, i_m, o_hb, o_hn, i_h, o_fid, o_fdl, o_fn, i_f FROM pgthrottle_scope(cur, lo_m, lo_h);
             RETURN NEXT;
         END IF;
-        ok := NOT ((p_gmin > 0 AND g_m + g_f >= p_gmin) OR (p_ghour > 0 AND g_h + g_f >= p_ghour));
+        ok := NOT ((p_gmin > 0 AND g_m + g_f + p_ns[k] > p_gmin) OR (p_ghour > 0 AND g_h + g_f + p_ns[k] > p_ghour));
         IF p_scopes[k] <> '' THEN
-            ok := ok AND NOT ((p_imins[k] > 0 AND i_m + i_f >= p_imins[k]) OR (p_ihours[k] > 0 AND i_h + i_f >= p_ihours[k]));
+            ok := ok AND NOT ((p_imins[k] > 0 AND i_m + i_f + p_ns[k] > p_imins[k])
+                OR (p_ihours[k] > 0 AND i_h + i_f + p_ns[k] > p_ihours[k]));
         END IF;
         IF ok THEN
             adm[k] := true;
             a_scopes := a_scopes || p_scopes[k];
             a_deadlines := a_deadlines || (t + p_leases[k]);
-            g_f := g_f + 1;
+            a_ns := a_ns || p_ns[k];
+            g_f := g_f + p_ns[k];
             IF p_scopes[k] <> '' THEN
-                i_f := i_f + 1;
+                i_f := i_f + p_ns[k];
             END IF;
         END IF;
     END LOOP;
@@ -162,7 +176,7 @@ BEGIN
     -- most of the call.
     IF array_length(a_scopes, 1) > 0 THEN
         SELECT array_agg(nextval('pgthrottle_flights_id_seq')) INTO new_ids FROM generate_series(1, array_length(a_scopes, 1));
-        INSERT INTO pgthrottle_flights (id, scope, deadline_ns) SELECT * FROM unnest(new_ids, a_scopes, a_deadlines);
+        INSERT INTO pgthrottle_flights (id, scope, deadline_ns, n) SELECT * FROM unnest(new_ids, a_scopes, a_deadlines, a_ns);
         FOR k IN 1 .. n LOOP
             IF adm[k] THEN
                 j := j + 1;
@@ -170,14 +184,15 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
-    o_scope := ''; o_now := t; o_mb := gmb; o_mn := gmn; o_hb := ghb; o_hn := ghn; o_fid := gfid; o_fdl := gfdl;
+    o_scope := ''; o_now := t; o_mb := gmb; o_mn := gmn; o_hb := ghb; o_hn := ghn; o_fid := gfid; o_fdl := gfdl; o_fn := gfn;
     o_admitted := adm; o_ids := ids;
     RETURN NEXT;
 END
 $$;
 
--- pgthrottle_settle deletes the reservations p_ids and counts those of them
--- committed (p_commit), each p_ago ns before now, in the global windows and
+-- pgthrottle_settle settles one slot of the reservation p_ids[i] per
+-- element (a reservation with no slot left is deleted) and counts the
+-- commits (p_commit), each p_ago ns before now, in the global windows and
 -- in p_scopes'. A commit counts even if its reservation is gone (reclaimed
 -- at its deadline, or lost with the state): twice errs on the safe side.
 -- Under the admission lock: two batches upserting the same bucket rows in
@@ -191,7 +206,9 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock(7957704885311926834);
     t := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT;
-    DELETE FROM pgthrottle_flights WHERE id = ANY (p_ids);
+    WITH x AS (SELECT id, count(*)::INTEGER AS c FROM unnest(p_ids) AS id GROUP BY id),
+    left_ AS (UPDATE pgthrottle_flights f SET n = f.n - x.c FROM x WHERE f.id = x.id AND f.n > x.c RETURNING f.id)
+    DELETE FROM pgthrottle_flights f USING x WHERE f.id = x.id AND f.id NOT IN (SELECT id FROM left_);
     SELECT array_agg(x.s), array_agg(t - greatest(x.a, 0)) INTO sc, ts
         FROM unnest(p_scopes, p_commit, p_ago) AS x(s, c, a) WHERE x.c;
     IF sc IS NOT NULL THEN

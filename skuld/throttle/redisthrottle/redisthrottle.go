@@ -65,14 +65,14 @@ func newDriver(rdb redis.UniversalClient, prefix string) *driver {
 
 func (d *driver) Name() string { return "redis" }
 
-// scopeKeys returns a scope's three keys: minute buckets, hour buckets,
-// flights.
+// scopeKeys returns a scope's four keys: minute buckets, hour buckets,
+// flights, slots.
 func (d *driver) scopeKeys(inbox string) []string {
 	s := d.prefix + ":g"
 	if inbox != "" {
 		s = d.prefix + ":i:" + inbox
 	}
-	return []string{s + ":m", s + ":h", s + ":f"}
+	return []string{s + ":m", s + ":h", s + ":f", s + ":n"}
 }
 
 func (d *driver) seq() string     { return d.prefix + ":seq" }
@@ -107,7 +107,8 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	keys, idx := d.inboxes(append([]string{d.seq(), d.present()}, d.scopeKeys("")...), names)
 	args := []any{global.PerMinute, global.PerHour}
 	for _, a := range asks {
-		args = append(args, idx[a.Inbox], a.Lease.Microseconds(), a.Limits.PerMinute, a.Limits.PerHour, inboxTTL(a.Lease))
+		args = append(args, idx[a.Inbox], a.Lease.Microseconds(), a.Limits.PerMinute, a.Limits.PerHour,
+			inboxTTL(a.Lease), a.Slots())
 	}
 	res, err := reserveScript.Run(ctx, d.rdb, keys, args...).Slice()
 	if err != nil {
@@ -139,7 +140,7 @@ func lostReply(res []any) bool {
 
 // parse reads {now, global raw, inbox raws in index order} into raw.
 func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throttle.Raw) error {
-	if len(res) != 4+3*len(idx) {
+	if len(res) != 5+4*len(idx) {
 		return fmt.Errorf("redisthrottle: unexpected reply of %d items", len(res))
 	}
 	nowUS, ok := res[0].(int64)
@@ -147,7 +148,7 @@ func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throt
 		return errors.New("redisthrottle: no time in reply")
 	}
 	raw.Now = nowUS * 1000
-	g, err := parseScope(res[1:4])
+	g, err := parseScope(res[1:5])
 	if err != nil {
 		return err
 	}
@@ -158,7 +159,7 @@ func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throt
 		if i == 0 || raw.Inbox[n] != nil {
 			continue
 		}
-		if raw.Inbox[n], err = parseScope(res[1+3*i : 4+3*i]); err != nil {
+		if raw.Inbox[n], err = parseScope(res[1+4*i : 5+4*i]); err != nil {
 			return err
 		}
 	}
@@ -166,7 +167,7 @@ func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throt
 }
 
 // parseScope reads a scope's raw state: minute hash, hour hash, flights
-// with scores, each a flat list.
+// with scores, each a flat list, and the flights' slots.
 func parseScope(res []any) (*throttle.RawScope, error) {
 	s := &throttle.RawScope{}
 	for j, dst := range []*[]throttle.Bucket{&s.Minute, &s.Hour} {
@@ -181,13 +182,18 @@ func parseScope(res []any) (*throttle.RawScope, error) {
 		}
 	}
 	fl, _ := res[2].([]any)
+	ns, _ := res[3].([]any)
+	if len(ns) != len(fl)/2 {
+		return nil, fmt.Errorf("redisthrottle: %d slot counts for %d flights", len(ns), len(fl)/2)
+	}
 	for k := 0; k+1 < len(fl); k += 2 {
 		id, err1 := strconv.ParseInt(fmt.Sprint(fl[k]), 10, 64)
 		dl, err2 := strconv.ParseFloat(fmt.Sprint(fl[k+1]), 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("redisthrottle: bad flight %v=%v", fl[k], fl[k+1])
+		n, _ := ns[k/2].(int64)
+		if err1 != nil || err2 != nil || n < 1 {
+			return nil, fmt.Errorf("redisthrottle: bad flight %v=%v (%v slots)", fl[k], fl[k+1], ns[k/2])
 		}
-		s.Flights = append(s.Flights, throttle.Flight{ID: id, Deadline: int64(dl) * 1000})
+		s.Flights = append(s.Flights, throttle.Flight{ID: id, Deadline: int64(dl) * 1000, N: int(n)})
 	}
 	return s, nil
 }

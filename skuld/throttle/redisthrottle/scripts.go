@@ -4,14 +4,17 @@ import "github.com/redis/go-redis/v9"
 
 // The scripts of the Redis driver. Times are microseconds since the Unix
 // epoch on Redis's clock (TIME); doubles hold them exactly. A scope is
-// three keys: minute buckets (hash: second → sends), hour buckets (hash:
+// four keys: minute buckets (hash: second → sends), hour buckets (hash:
 // minute → sends), flights (sorted set: reservation id scored by its
-// deadline). The window rule is the ring buckets': bucket b of width w
-// counts while b >= floor((now - span) / w), a window is full when its
-// sends plus its flights reach a non-zero limit, and a flight past its
-// deadline counts as a send at its deadline. The key present marks the
-// state as there: without it (FLUSHDB, a restart without persistence)
-// every script answers {-1} and the state is rebuilt from the send record.
+// deadline), and slots (hash: id → slots left, for a reservation of more
+// than one, a block of spares; absent: one). The window rule is the ring
+// buckets': bucket b of width w counts while b >= floor((now - span) / w),
+// a window admits an ask of n slots while its sends plus its flights'
+// slots plus n stay within a non-zero limit, and a flight past its
+// deadline counts as a send per slot at its deadline. The key present
+// marks the state as there: without it (FLUSHDB, a restart without
+// persistence) every script answers {-1} and the state is rebuilt from
+// the send record.
 
 // luaCommon is shared by the scripts: the clock, counting a send, and
 // reading a scope.
@@ -47,14 +50,38 @@ local function buckets(key, lo, prune)
   return n, keep
 end
 
--- scope reads a scope: with reclaim it first counts the flights past their
--- deadline and removes them, and drops old buckets. It returns the minute
--- and hour sends, the flights, and the raw state {minute, hour, flights}.
-local function scope(m, h, f, reclaim)
+-- slotsOf returns the slots left of each flight in the flat list {id,
+-- score, ...}, by the slots hash n, and their sum.
+local function slotsOf(n, flights)
+  local ns, sum = {}, 0
+  if #flights == 0 then
+    return ns, 0
+  end
+  local ids = {}
+  for i = 1, #flights, 2 do
+    ids[#ids + 1] = flights[i]
+  end
+  local got = redis.call('HMGET', n, unpack(ids))
+  for i = 1, #ids do
+    ns[i] = tonumber(got[i]) or 1
+    sum = sum + ns[i]
+  end
+  return ns, sum
+end
+
+-- scope reads the scope of keys m, h, f, n: with reclaim it first counts
+-- each slot of the flights past their deadline and removes them, and drops
+-- old buckets. It returns the minute and hour sends, the slots in flight,
+-- and the raw state {minute, hour, flights, slots}.
+local function scope(m, h, f, n, reclaim)
   if reclaim then
     local gone = redis.call('ZRANGEBYSCORE', f, '-inf', str(now), 'WITHSCORES')
+    local ns = slotsOf(n, gone)
     for i = 1, #gone, 2 do
-      count(m, h, tonumber(gone[i + 1]))
+      for _ = 1, ns[(i + 1) / 2] do
+        count(m, h, tonumber(gone[i + 1]))
+      end
+      redis.call('HDEL', n, gone[i])
     end
     if #gone > 0 then
       redis.call('ZREMRANGEBYSCORE', f, '-inf', str(now))
@@ -63,40 +90,52 @@ local function scope(m, h, f, reclaim)
   local um, km = buckets(m, math.floor((now - 60000000) / 1000000), reclaim)
   local uh, kh = buckets(h, math.floor((now - 3600000000) / 60000000), reclaim)
   local flights = redis.call('ZRANGE', f, 0, -1, 'WITHSCORES')
-  return um, uh, #flights / 2, {km, kh, flights}
+  local ns, inflight = slotsOf(n, flights)
+  return um, uh, inflight, {km, kh, flights, ns}
 end
 
-local function full(n, limit)
+-- settleOne takes one slot of flight id from the scope of keys f, n: the
+-- flight goes when none is left.
+local function settleOne(f, n, id)
+  if redis.call('HEXISTS', n, id) == 1 and redis.call('HINCRBY', n, id, -1) > 0 then
+    return
+  end
+  redis.call('HDEL', n, id)
+  redis.call('ZREM', f, id)
+end
+
+-- lacks reports a window of count sends without room for k more.
+local function lacks(count, k, limit)
   limit = tonumber(limit)
-  return limit > 0 and n >= limit
+  return limit > 0 and count + k > limit
 end
 `
 
-// reserveScript: KEYS seq, present, global m h f, then m h f of each
+// reserveScript: KEYS seq, present, global m h f n, then m h f n of each
 // inbox of the batch; ARGV global per-minute, per-hour, then per ask: its
-// inbox's index among the inbox triples (0: none), lease (µs), the inbox's
-// per-minute, per-hour, its keys' TTL (ms). Lost: {-1}. Else {now, the
-// global raw state (3 items), each inbox's (3 items each), the ids (0 for
-// a refusal)}: the state as read before the first ask.
+// inbox's index among the inbox quadruples (0: none), lease (µs), the
+// inbox's per-minute, per-hour, its keys' TTL (ms), its slots. Lost: {-1}.
+// Else {now, the global raw state (4 items), each inbox's (4 items each),
+// the ids (0 for a refusal)}: the state as read before the first ask.
 var reserveScript = redis.NewScript(luaCommon + `
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return {-1}
 end
-local gm, gh, gf, graw = scope(KEYS[3], KEYS[4], KEYS[5], true)
-local out = {now, graw[1], graw[2], graw[3]}
+local gm, gh, gf, graw = scope(KEYS[3], KEYS[4], KEYS[5], KEYS[6], true)
+local out = {now, graw[1], graw[2], graw[3], graw[4]}
 local ins = {}
-for i = 6, #KEYS, 3 do
-  local m, h, f, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2], true)
+for i = 7, #KEYS, 4 do
+  local m, h, f, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], true)
   ins[#ins + 1] = {m = m, h = h, f = f}
-  out[#out + 1], out[#out + 2], out[#out + 3] = raw[1], raw[2], raw[3]
+  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = raw[1], raw[2], raw[3], raw[4]
 end
 local ids = {}
-for a = 3, #ARGV, 5 do
-  local idx = tonumber(ARGV[a])
-  local refused = full(gm + gf, ARGV[1]) or full(gh + gf, ARGV[2])
+for a = 3, #ARGV, 6 do
+  local idx, k = tonumber(ARGV[a]), tonumber(ARGV[a + 5])
+  local refused = lacks(gm + gf, k, ARGV[1]) or lacks(gh + gf, k, ARGV[2])
   local s = ins[idx]
   if s then
-    refused = refused or full(s.m + s.f, ARGV[a + 2]) or full(s.h + s.f, ARGV[a + 3])
+    refused = refused or lacks(s.m + s.f, k, ARGV[a + 2]) or lacks(s.h + s.f, k, ARGV[a + 3])
   end
   if refused then
     ids[#ids + 1] = 0
@@ -104,14 +143,20 @@ for a = 3, #ARGV, 5 do
     local id = redis.call('INCR', KEYS[1])
     local deadline = str(now + tonumber(ARGV[a + 1]))
     redis.call('ZADD', KEYS[5], deadline, id)
-    gf = gf + 1
+    if k > 1 then
+      redis.call('HSET', KEYS[6], id, k)
+    end
+    gf = gf + k
     if s then
-      local k = 6 + (idx - 1) * 3
-      redis.call('ZADD', KEYS[k + 2], deadline, id)
-      for j = k, k + 2 do
-        redis.call('PEXPIRE', KEYS[j], ARGV[a + 4])
+      local j = 7 + (idx - 1) * 4
+      redis.call('ZADD', KEYS[j + 2], deadline, id)
+      if k > 1 then
+        redis.call('HSET', KEYS[j + 3], id, k)
       end
-      s.f = s.f + 1
+      for x = j, j + 3 do
+        redis.call('PEXPIRE', KEYS[x], ARGV[a + 4])
+      end
+      s.f = s.f + k
     end
     ids[#ids + 1] = id
   end
@@ -120,63 +165,69 @@ out[#out + 1] = ids
 return out
 `)
 
-// settleScript: KEYS global m h f, then m h f of each inbox of the batch;
-// ARGV per settlement: id, age (µs), 1 to commit or 0 to release, its
-// inbox's index among the triples (0: none), the inbox keys' TTL (ms). A
-// commit counts at now minus its age whether or not its flight is still
-// there (reclaimed, or lost with the state): twice errs on the safe side.
+// settleScript: KEYS global m h f n, then m h f n of each inbox of the
+// batch; ARGV per settlement: id, age (µs), 1 to commit or 0 to release,
+// its inbox's index among the quadruples (0: none), the inbox keys' TTL
+// (ms). Each settles one slot of its flight. A commit counts at now minus
+// its age whether or not its flight is still there (reclaimed, or lost
+// with the state): twice errs on the safe side.
 var settleScript = redis.NewScript(luaCommon + `
 for a = 1, #ARGV, 5 do
   local id, commit, idx = ARGV[a], ARGV[a + 2] == '1', tonumber(ARGV[a + 3])
   local at = now - math.max(tonumber(ARGV[a + 1]), 0)
-  redis.call('ZREM', KEYS[3], id)
+  settleOne(KEYS[3], KEYS[4], id)
   if commit then
     count(KEYS[1], KEYS[2], at)
   end
   if idx > 0 then
-    local k = 4 + (idx - 1) * 3
-    redis.call('ZREM', KEYS[k + 2], id)
+    local j = 5 + (idx - 1) * 4
+    settleOne(KEYS[j + 2], KEYS[j + 3], id)
     if commit then
-      count(KEYS[k], KEYS[k + 1], at)
+      count(KEYS[j], KEYS[j + 1], at)
     end
-    for j = k, k + 2 do
-      redis.call('PEXPIRE', KEYS[j], ARGV[a + 4])
+    for x = j, j + 3 do
+      redis.call('PEXPIRE', KEYS[x], ARGV[a + 4])
     end
   end
 end
 return 1
 `)
 
-// readScript: KEYS present, global m h f, [inbox m h f]. Lost: {-1}. Else
-// {now, global raw (3 items), [inbox raw (3 items)]}. It changes nothing.
+// readScript: KEYS present, global m h f n, [inbox m h f n]. Lost: {-1}.
+// Else {now, global raw (4 items), [inbox raw (4 items)]}. It changes
+// nothing.
 var readScript = redis.NewScript(luaCommon + `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {-1}
 end
 local out = {now}
-for i = 2, #KEYS, 3 do
-  local _, _, _, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2], false)
-  out[#out + 1], out[#out + 2], out[#out + 3] = raw[1], raw[2], raw[3]
+for i = 2, #KEYS, 4 do
+  local _, _, _, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], false)
+  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = raw[1], raw[2], raw[3], raw[4]
 end
 return out
 `)
 
-// restoreScript: KEYS seq, present, global m h f, then m h f of each inbox
-// of the record; ARGV the inbox keys' TTL (ms), the number of sends, then
-// per send its inbox's index (0: none) and time (µs), then per pending
-// send its inbox's index and deadline (µs). Only while the state is lost:
-// 1 if it wrote it, 0 if another server had.
+// restoreScript: KEYS seq, present, global m h f n, then m h f n of each
+// inbox of the record; ARGV the inbox keys' TTL (ms), the number of sends,
+// then per send its inbox's index (0: none) and time (µs), then per
+// pending send its inbox's index and deadline (µs). Only while the state
+// is lost: 1 if it wrote it, 0 if another server had. Slots left over from
+// the state that was lost are dropped: the ids start again.
 var restoreScript = redis.NewScript(luaCommon + `
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return 0
+end
+for i = 6, #KEYS, 4 do
+  redis.call('DEL', KEYS[i])
 end
 local n = tonumber(ARGV[2])
 for a = 3, 2 + 2 * n, 2 do
   local idx, at = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   count(KEYS[3], KEYS[4], at)
   if idx > 0 then
-    local k = 6 + (idx - 1) * 3
-    count(KEYS[k], KEYS[k + 1], at)
+    local j = 7 + (idx - 1) * 4
+    count(KEYS[j], KEYS[j + 1], at)
   end
 end
 for a = 3 + 2 * n, #ARGV, 2 do
@@ -184,11 +235,11 @@ for a = 3 + 2 * n, #ARGV, 2 do
   local id = redis.call('INCR', KEYS[1])
   redis.call('ZADD', KEYS[5], deadline, id)
   if idx > 0 then
-    redis.call('ZADD', KEYS[6 + (idx - 1) * 3 + 2], deadline, id)
+    redis.call('ZADD', KEYS[7 + (idx - 1) * 4 + 2], deadline, id)
   end
 end
-for k = 6, #KEYS do
-  redis.call('PEXPIRE', KEYS[k], ARGV[1])
+for x = 7, #KEYS do
+  redis.call('PEXPIRE', KEYS[x], ARGV[1])
 end
 redis.call('SET', KEYS[2], '1')
 return 1

@@ -210,3 +210,30 @@ func testSparesKeepThePromise(t *testing.T, b Backend) {
 		t.Fatalf("inbox x after both stopped: %+v, want at most %d used, nothing in flight", in, limit/2)
 	}
 }
+
+// testSparesOfADeadServer: a server that dies holding spare slots has each
+// counted as a send at the block's deadline, in the global windows and its
+// inbox's, as any reservation of a crashed server: never lost, never less.
+func testSparesOfADeadServer(t *testing.T, b Backend) {
+	lim := throttle.Limits{PerMinute: 100000}
+	o := Options{Global: lim, Inbox: lim, SettleDelay: time.Hour} // what it holds never leaves it
+	dead, other := b.New(o), b.New(o)
+	commit(t, reserve(t, dead, "a")) // learns the room
+	commit(t, reserve(t, dead, "a")) // takes spares with it
+	held := state(t, other, "a").PerMinute.InFlight
+	if held <= 2 {
+		t.Fatalf("another server sees %d in flight, want the 2 gathered commits and spare slots", held)
+	}
+	b.Advance(lease + b.Margin + 4*time.Second) // past every deadline, spares' included
+	commit(t, reserve(t, other, "b"))           // an admission reclaims what is past its deadline
+	st, err := other.State(ctx, "a", throttle.Override{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := st.Global.PerMinute; g.Used != held+1 || g.InFlight != 0 {
+		t.Fatalf("global after the deadlines: %+v, want every slot of the dead server counted (%d) and the new send", g, held)
+	}
+	if in := st.Inbox.PerMinute; in.Used != held || in.InFlight != 0 {
+		t.Fatalf("inbox a after the deadlines: %+v, want every slot of the dead server counted (%d)", in, held)
+	}
+}

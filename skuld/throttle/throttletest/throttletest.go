@@ -83,6 +83,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"CommitsAtOnceNearLimits", true, testNearLimit},
 		{"Spares", true, testSpares},
 		{"SparesKeepThePromise", true, testSparesKeepThePromise},
+		{"SparesOfADeadServer", true, testSparesOfADeadServer},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
