@@ -19,10 +19,10 @@ import (
 // an ask of n slots when that count plus n stays within a non-zero limit;
 // a reservation past its deadline counts as a send per slot at its
 // deadline). An ask is one send (one slot) or a block of spare admissions
-// (several): admitted whole or refused. It does nothing else: batching, gathering commits, Retry-After,
-// the headers and recovery are Shared's, the same for every driver, and
-// every number is computed from the raw state the driver returns, read in
-// the snapshot that judged.
+// (several): admitted whole or refused. It does nothing else: batching,
+// gathering commits, Retry-After, the headers and recovery are Shared's,
+// the same for every driver, and every number is computed from the raw
+// state the driver returns, read in the snapshot that judged.
 type Driver interface {
 	// Name is the backend's name, "postgres" or "redis".
 	Name() string
@@ -63,7 +63,7 @@ type Ask struct {
 	N      int           // slots: 0 or 1 for one send, more for a block of spares
 }
 
-// Slots is the slots a reads: at least one.
+// Slots is the number of slots a asks for: at least one.
 func (a Ask) Slots() int { return max(a.N, 1) }
 
 // Raw is a backend's state at Now: the global scope and some inboxes'.
