@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	neturl "net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +164,66 @@ func benchReserveCommit(b *testing.B, settleDelay time.Duration) {
 		SettleDelay: settleDelay})
 	defer th.Close(context.Background())
 	throttletest.BenchReserveCommit(b, th)
+}
+
+// TestMigrateFromVersion2: a database whose throttle state was written by
+// schema version 2 (a reservation a row of one send, functions with the
+// results of that version) is brought to the current one in place: what
+// was in flight stays in flight, as one slot each, and the new functions
+// admit and settle blocks.
+func TestMigrateFromVersion2(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.PostgresURL(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	v2, err := os.ReadFile("testdata/schema_v2.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, string(v2))
+	exec(t, db, `CREATE TABLE pgthrottle_version (version INTEGER NOT NULL); INSERT INTO pgthrottle_version VALUES (2);
+		INSERT INTO pgthrottle_present VALUES (true)`)
+	far := time.Now().Add(time.Hour).UnixNano()
+	if _, err := db.Exec(`INSERT INTO pgthrottle_flights (scope, deadline_ns) VALUES ('a', $1)`, far); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgthrottle.Migrate(ctx, db); err != nil {
+		t.Fatalf("Migrate from version 2: %v", err)
+	}
+	if ok, err := pgthrottle.Current(ctx, db); err != nil || !ok {
+		t.Fatalf("Current after the migration = %v, %v; want true", ok, err)
+	}
+	lim := throttle.Limits{PerMinute: 1000}
+	th := pgthrottle.New(pool(t, url), throttle.SharedOptions{Global: lim, Inbox: lim})
+	t.Cleanup(func() { _ = th.Close(ctx) })
+	st, err := th.State(ctx, "a", throttle.Override{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := st.Inbox.PerMinute; in.InFlight != 1 || in.Used != 0 {
+		t.Fatalf("inbox a after the migration: %+v, want its reservation of version 2 in flight", in)
+	}
+	for range 3 { // the second call takes a block of spares with it
+		tk, err := th.Reserve(ctx, throttle.Request{Inbox: "a", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tk.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := th.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rows, slots int
+	if err := db.QueryRow(`SELECT count(*), coalesce(sum(n), 0) FROM pgthrottle_flights`).Scan(&rows, &slots); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || slots != 1 {
+		t.Fatalf("after three sends and a stop: %d reservations holding %d slots, want only version 2's (1, 1)", rows, slots)
+	}
 }

@@ -118,9 +118,9 @@ DECLARE
     gmb BIGINT[]; gmn BIGINT[]; ghb BIGINT[]; ghn BIGINT[]; gfid BIGINT[]; gfdl BIGINT[]; gfn BIGINT[];
     cur TEXT;
     ok BOOLEAN;
-    n INTEGER := coalesce(array_length(p_scopes, 1), 0);
-    adm BOOLEAN[] := array_fill(false, ARRAY[n]);
-    ids BIGINT[] := array_fill(0::BIGINT, ARRAY[n]);
+    n_asks INTEGER := coalesce(array_length(p_scopes, 1), 0);
+    adm BOOLEAN[] := array_fill(false, ARRAY[n_asks]);
+    ids BIGINT[] := array_fill(0::BIGINT, ARRAY[n_asks]);
     new_ids BIGINT[];
     a_scopes TEXT[] := '{}';
     a_deadlines BIGINT[] := '{}';
@@ -148,7 +148,7 @@ BEGIN
         DELETE FROM pgthrottle_buckets b WHERE (b.width = 1 AND b.bucket < lo_m) OR (b.width = 60 AND b.bucket < lo_h);
     END IF;
     SELECT * INTO gmb, gmn, g_m, ghb, ghn, g_h, gfid, gfdl, gfn, g_f FROM pgthrottle_scope('', lo_m, lo_h);
-    FOR k IN 1 .. n LOOP
+    FOR k IN 1 .. n_asks LOOP
         IF p_scopes[k] <> '' AND p_scopes[k] IS DISTINCT FROM cur THEN
             cur := p_scopes[k];
             o_scope := cur; o_now := t; o_admitted := NULL; o_ids := NULL;
@@ -171,13 +171,11 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
-    -- The admitted reservations in one statement: a batch carries spare
-    -- admissions too (see package throttle), and a row at a time cost
-    -- most of the call.
+    -- The admitted reservations in one statement, not a row at a time.
     IF array_length(a_scopes, 1) > 0 THEN
         SELECT array_agg(nextval('pgthrottle_flights_id_seq')) INTO new_ids FROM generate_series(1, array_length(a_scopes, 1));
         INSERT INTO pgthrottle_flights (id, scope, deadline_ns, n) SELECT * FROM unnest(new_ids, a_scopes, a_deadlines, a_ns);
-        FOR k IN 1 .. n LOOP
+        FOR k IN 1 .. n_asks LOOP
             IF adm[k] THEN
                 j := j + 1;
                 ids[k] := new_ids[j];
