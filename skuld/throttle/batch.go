@@ -123,18 +123,20 @@ func (s *Shared) sendBatch(batch []*asking) {
 		ask Ask
 		p   *asking // nil for a spare
 	}
+	type kind struct {
+		callers int
+		longest time.Duration // lease
+	}
 	entries := make([]entry, 0, len(batch))
-	kinds := map[spareKey]int{}
-	longest := map[spareKey]time.Duration{}
+	kinds := map[spareKey]kind{}
 	for _, p := range batch {
 		entries = append(entries, entry{ask: p.ask, p: p})
 		k := spareKey{inbox: p.ask.Inbox, limits: p.ask.Limits, global: global}
-		kinds[k]++
-		longest[k] = max(longest[k], p.ask.Lease)
+		kinds[k] = kind{kinds[k].callers + 1, max(kinds[k].longest, p.ask.Lease)}
 	}
-	for k, callers := range kinds {
-		if n := s.spares.want(k, callers); n > 0 {
-			entries = append(entries, entry{ask: Ask{Inbox: k.inbox, Limits: k.limits, Lease: longest[k] + spareHold, N: n}})
+	for k, c := range kinds {
+		if n := s.spares.want(k, c.callers); n > 0 {
+			entries = append(entries, entry{ask: Ask{Inbox: k.inbox, Limits: k.limits, Lease: c.longest + spareHold, N: n}})
 		}
 	}
 	// An inbox's asks together, its callers' before its spares: the

@@ -55,7 +55,6 @@ type spares struct {
 
 	mu    sync.Mutex
 	held  map[spareKey][]*block
-	n     int // slots held
 	rooms map[spareKey]int
 	off   bool // closed: no more are kept
 
@@ -109,7 +108,6 @@ func (p *spares) put(k spareKey, b *block) {
 	p.mu.Lock()
 	if !p.off && !p.s.hot() {
 		p.held[k] = append(p.held[k], b)
-		p.n += b.left
 		p.mu.Unlock()
 		select {
 		case p.wake <- struct{}{}:
@@ -130,7 +128,6 @@ func (p *spares) take(k spareKey, lease time.Duration) *sharedTicket {
 	var stale []*block
 	for len(list) > 0 && now-list[0].asked >= spareHold {
 		stale = append(stale, list[0])
-		p.n -= list[0].left
 		list = list[1:]
 	}
 	var t *sharedTicket
@@ -138,7 +135,6 @@ func (p *spares) take(k spareKey, lease time.Duration) *sharedTicket {
 		b := list[0]
 		t = &sharedTicket{s: b.t.s, v: b.t.v, k: b.t.k, id: b.t.id, near: b.t.near}
 		b.left--
-		p.n--
 		if b.left == 0 {
 			list = list[1:]
 		}
@@ -158,7 +154,7 @@ func (p *spares) take(k spareKey, lease time.Duration) *sharedTicket {
 func (p *spares) mine(m locals) locals {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.n == 0 {
+	if len(p.held) == 0 {
 		return m
 	}
 	if m == nil {
@@ -190,7 +186,6 @@ func (p *spares) takeAll(stale func(*block) bool) []*block {
 	for k, list := range p.held {
 		i := 0
 		for i < len(list) && stale(list[i]) {
-			p.n -= list[i].left
 			i++
 		}
 		out = append(out, list[:i]...)

@@ -31,15 +31,6 @@ CREATE TABLE IF NOT EXISTS pgthrottle_flights (
 ALTER TABLE pgthrottle_flights ADD COLUMN IF NOT EXISTS n INTEGER NOT NULL DEFAULT 1;
 CREATE INDEX IF NOT EXISTS pgthrottle_flights_scope ON pgthrottle_flights (scope);
 CREATE INDEX IF NOT EXISTS pgthrottle_flights_deadline ON pgthrottle_flights (deadline_ns);
--- Every send inserts a row here and deletes it a moment later, and every
--- admission reads the table whole: vacuumed after a thousand dead rows, not
--- after a fifth of the table, as a queue table is, or the reads slow down
--- with the dead rows they step over. The buckets are upserted by the same
--- sends.
-ALTER TABLE pgthrottle_flights SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_cost_delay = 0);
-ALTER TABLE pgthrottle_buckets SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
-    autovacuum_vacuum_cost_delay = 0);
 
 -- One row while the state is present. Without it (a new database, or the
 -- tables emptied by hand) nothing is admitted until the state is rebuilt
@@ -121,11 +112,7 @@ DECLARE
     n_asks INTEGER := coalesce(array_length(p_scopes, 1), 0);
     adm BOOLEAN[] := array_fill(false, ARRAY[n_asks]);
     ids BIGINT[] := array_fill(0::BIGINT, ARRAY[n_asks]);
-    new_ids BIGINT[];
-    a_scopes TEXT[] := '{}';
-    a_deadlines BIGINT[] := '{}';
-    a_ns INTEGER[] := '{}';
-    j INTEGER := 0;
+    rid BIGINT;
     gone_s TEXT[];
     gone_t BIGINT[];
 BEGIN
@@ -161,27 +148,16 @@ BEGIN
                 OR (p_ihours[k] > 0 AND i_h + i_f + p_ns[k] > p_ihours[k]));
         END IF;
         IF ok THEN
+            INSERT INTO pgthrottle_flights (scope, deadline_ns, n) VALUES (p_scopes[k], t + p_leases[k], p_ns[k])
+                RETURNING id INTO rid;
             adm[k] := true;
-            a_scopes := a_scopes || p_scopes[k];
-            a_deadlines := a_deadlines || (t + p_leases[k]);
-            a_ns := a_ns || p_ns[k];
+            ids[k] := rid;
             g_f := g_f + p_ns[k];
             IF p_scopes[k] <> '' THEN
                 i_f := i_f + p_ns[k];
             END IF;
         END IF;
     END LOOP;
-    -- The admitted reservations in one statement, not a row at a time.
-    IF array_length(a_scopes, 1) > 0 THEN
-        SELECT array_agg(nextval('pgthrottle_flights_id_seq')) INTO new_ids FROM generate_series(1, array_length(a_scopes, 1));
-        INSERT INTO pgthrottle_flights (id, scope, deadline_ns, n) SELECT * FROM unnest(new_ids, a_scopes, a_deadlines, a_ns);
-        FOR k IN 1 .. n_asks LOOP
-            IF adm[k] THEN
-                j := j + 1;
-                ids[k] := new_ids[j];
-            END IF;
-        END LOOP;
-    END IF;
     o_scope := ''; o_now := t; o_mb := gmb; o_mn := gmn; o_hb := ghb; o_hn := ghn; o_fid := gfid; o_fdl := gfdl; o_fn := gfn;
     o_admitted := adm; o_ids := ids;
     RETURN NEXT;
