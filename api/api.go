@@ -25,6 +25,7 @@ import (
 type Store interface {
 	CreateInbox(ctx context.Context, in *store.Inbox) error
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
+	InboxCopy(ctx context.Context, id string) (*store.Inbox, error) // for a send: see skuld.Store
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
 	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
 	DeleteInbox(ctx context.Context, id string) error

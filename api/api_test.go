@@ -28,6 +28,11 @@ func (fakeStore) Inbox(_ context.Context, id string) (*store.Inbox, error) {
 	}
 	return nil, store.ErrNotFound
 }
+
+func (f fakeStore) InboxCopy(ctx context.Context, id string) (*store.Inbox, error) {
+	return f.Inbox(ctx, id)
+}
+
 func (fakeStore) Ready(context.Context) error { return errors.New("down") }
 
 type fakeSender func() (*store.Message, error)

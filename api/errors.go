@@ -147,6 +147,11 @@ func (a *API) classify(ctx context.Context, err error, attrs ...slog.Attr) probl
 			append(attrs, slog.Any("error", err))...)
 		return problem{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
 			Detail: "Database unavailable; retry shortly", RetryAfter: databaseDownRetryAfter}
+	case errors.Is(err, store.ErrInboxChanged):
+		// Changed again each time the send was judged (by PATCHes on
+		// other servers): nothing was recorded or sent.
+		return problem{Status: http.StatusServiceUnavailable, Code: "inbox_changing",
+			Detail: "The sending inbox changed while the message was being sent; nothing was sent, retry", RetryAfter: 1}
 	case errors.As(err, &he):
 		return a.httpErrorProblem(he)
 	}

@@ -57,13 +57,13 @@ func (a *API) sendMessage(c echo.Context) error {
 	case errors.As(err, &down), errors.Is(err, skuld.ErrShuttingDown):
 		return err // decided without the throttle's windows
 	case err != nil:
-		if snap, ok := a.readWindows(ctx, inbox); ok {
+		if snap, ok := a.readWindows(ctx, a.asItIs(ctx, inbox)); ok {
 			a.setRateLimitHeaders(h, snap, nil)
 		}
 		return err
 	}
 	if !ans.read {
-		ans.windows, ans.read = a.readWindows(ctx, inbox)
+		ans.windows, ans.read = a.readWindows(ctx, a.asItIs(ctx, inbox))
 	}
 	if ans.read {
 		a.setRateLimitHeaders(h, ans.windows, nil)
@@ -72,6 +72,21 @@ func (a *API) sendMessage(c echo.Context) error {
 		h.Set("Idempotent-Replayed", "true") // counted by the metrics middleware
 	}
 	return c.JSONBlob(ans.status, ans.body)
+}
+
+// asItIs is the sending inbox as it is now, for the windows of an answer the
+// send's admission did not decide: the copy the send was given may be out
+// of date on a shared database. Nil (the global windows only) if it is
+// gone or unknown.
+func (a *API) asItIs(ctx context.Context, copy *store.Inbox) *store.Inbox {
+	if copy == nil {
+		return nil
+	}
+	in, err := a.Store.Inbox(ctx, copy.ID)
+	if err != nil {
+		return nil
+	}
+	return in
 }
 
 // postMessage reads, checks and runs one send request; inbox is set once
@@ -96,11 +111,11 @@ func (a *API) postMessage(c echo.Context, inbox **store.Inbox) (sendAnswer, erro
 
 // sendFrom loads the sending inbox (*inbox, once known) and sends req from
 // it: what POST /v1/messages and the send_email tool both do once they have
-// read their request. The inbox is read once, here: the pipeline and the
-// answer's windows both use it.
+// read their request. The inbox is a copy (store.InboxCopy), which the
+// pipeline checks where it decides by it.
 func (a *API) sendFrom(ctx context.Context, req skuld.SendRequest, key, hash string, inbox **store.Inbox) (sendAnswer, error) {
-	var err error
-	if *inbox, err = a.inbox(ctx, req.InboxID); err != nil {
+	in, err := a.Store.InboxCopy(ctx, req.InboxID)
+	if *inbox, err = found(in, err, req.InboxID); err != nil {
 		return sendAnswer{}, err
 	}
 	req.Inbox = *inbox

@@ -20,7 +20,11 @@ import (
 
 // Store is what the send pipeline needs from persistence.
 type Store interface {
+	// Inbox reads the inbox as it is; InboxCopy may return a copy out of
+	// date on a database shared with other servers, which the record of
+	// a send judged by it checks (store.SendSlot.JudgedBy).
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
+	InboxCopy(ctx context.Context, id string) (*store.Inbox, error)
 	Thread(ctx context.Context, id string) (*store.Thread, error)
 	LastMessage(ctx context.Context, threadID string) (*store.Message, error)
 	CreateMessage(ctx context.Context, m *store.Message, atts []store.Attachment, newThread *store.Thread, slot *store.SendSlot) error
@@ -41,9 +45,9 @@ type SendRequest struct {
 	// API assigns it before the send to tie an Idempotency-Key to it.
 	MessageID string
 	InboxID   string
-	// Inbox, when set, is the sending inbox as the caller read it (the API
-	// needs it for the rate-limit headers of any answer); the pipeline
-	// does not read it again.
+	// Inbox, when set, is the sending inbox as the caller read it, with
+	// InboxCopy or Inbox; the pipeline does not read it again unless it
+	// finds that it changed.
 	Inbox           *store.Inbox
 	To, Cc, Bcc     []address.Address
 	ReplyTo         []address.Address
@@ -174,7 +178,23 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (Result, error) {
 		return Result{}, ErrShuttingDown
 	}
 	defer s.leave(id)
+	for tries := 1; ; tries++ {
+		res, err := s.send(ctx, req)
+		if !errors.Is(err, store.ErrInboxChanged) || tries == maxInboxChanges {
+			return res, err
+		}
+		req.Inbox = nil // judged again by the inbox as it is now
+	}
+}
 
+// maxInboxChanges bounds how often one send is judged again because its
+// inbox changed meanwhile (each time, a PATCH on another server).
+const maxInboxChanges = 3
+
+// send is one judgement of Send, by a copy of the inbox that may be out of
+// date on a shared database (store.ErrInboxChanged: nothing was recorded
+// or taken; judge again).
+func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
 	inbox, thread, parent, err := s.load(ctx, req)
 	if err != nil {
 		return Result{}, err
@@ -198,6 +218,10 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (Result, error) {
 	if err != nil {
 		var rl *throttle.RateLimitedError
 		if errors.As(err, &rl) {
+			// A refusal by a copy is confirmed by the inbox as it is.
+			if _, err := s.current(ctx, inbox); err != nil {
+				return Result{}, err
+			}
 			s.o.Observer.Refused(rl.Windows())
 			s.refusals.refused(ctx, rl)
 			if queue {
@@ -226,10 +250,13 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (Result, error) {
 	if newThread != nil {
 		newThread.CreatedAt, newThread.LastMessageAt = m.CreatedAt, m.CreatedAt
 	}
-	slot := &store.SendSlot{Scope: InboxKey(inbox), ReservedAt: now, Deadline: now.Add(lease)}
+	slot := &store.SendSlot{Scope: InboxKey(inbox), ReservedAt: now, Deadline: now.Add(lease), JudgedBy: inbox}
 	if err := s.o.Store.CreateMessage(ctx, m, atts, newThread, slot); err != nil {
 		s.settle(ctx, tk.Release, m.ID)
-		if errors.Is(err, store.ErrNotFound) {
+		switch {
+		case errors.Is(err, store.ErrInboxChanged):
+			return Result{}, err
+		case errors.Is(err, store.ErrNotFound):
 			// The inbox (and so its threads) was deleted since it was loaded.
 			return Result{}, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
 		}
@@ -237,6 +264,22 @@ func (s *Sender) Send(ctx context.Context, req SendRequest) (Result, error) {
 	}
 	windows := s.deliver(ctx, tk, reserved+lease, m, inbox, req)
 	return Result{Message: m, Windows: windows}, nil
+}
+
+// current is the inbox as it is, for a decision taken by a copy of it that
+// is not checked by a record: store.ErrInboxChanged if the copy no longer
+// holds, a *NotFoundError if the inbox is gone.
+func (s *Sender) current(ctx context.Context, copy *store.Inbox) (*store.Inbox, error) {
+	in, err := s.o.Store.Inbox(ctx, copy.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, &NotFoundError{Kind: "Inbox", ID: copy.ID}
+	case err != nil:
+		return nil, err
+	case !in.SameAs(copy):
+		return nil, store.ErrInboxChanged
+	}
+	return in, nil
 }
 
 // sizeBound is the most a request's message can weigh on the wire before
@@ -261,7 +304,7 @@ func sizeBound(req SendRequest) int {
 func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *store.Thread, *store.Message, error) {
 	inbox, err := req.Inbox, error(nil)
 	if inbox == nil || inbox.ID != req.InboxID {
-		inbox, err = s.o.Store.Inbox(ctx, req.InboxID)
+		inbox, err = s.o.Store.InboxCopy(ctx, req.InboxID)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}

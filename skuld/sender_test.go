@@ -47,6 +47,11 @@ func (s *memStore) Inbox(_ context.Context, id string) (*store.Inbox, error) {
 	return nil, store.ErrNotFound
 }
 
+// InboxCopy: one server's store, whose copies are always current.
+func (s *memStore) InboxCopy(ctx context.Context, id string) (*store.Inbox, error) {
+	return s.Inbox(ctx, id)
+}
+
 func (s *memStore) Thread(_ context.Context, id string) (*store.Thread, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -360,4 +365,61 @@ func TestSendFromInboxDeletedMeanwhile(t *testing.T) {
 	if w := globalMinute(lim); w.Used+w.InFlight != 0 || len(p.sent) != 0 {
 		t.Errorf("throttle %+v, sent %d; want nothing taken, nothing sent", w, len(p.sent))
 	}
+}
+
+// changingStore is a shared database's store whose inbox is changed on
+// another server while sends are judged: the first `changes` records find
+// the copy they were judged by out of date, as store.CreateMessage does,
+// and the copy is then the inbox as it is (per-minute limit `limit`).
+type changingStore struct {
+	*memStore
+	changes, limit int
+	judgedBy       []*int // the per-minute limit of each copy a record was judged by
+}
+
+func (s *changingStore) CreateMessage(ctx context.Context, m *store.Message, atts []store.Attachment, t *store.Thread, slot *store.SendSlot) error {
+	s.mu.Lock()
+	s.judgedBy = append(s.judgedBy, slot.JudgedBy.RateLimitPerMinute)
+	stale := s.changes > 0
+	if stale {
+		s.changes--
+		s.inboxes["ib1"] = &store.Inbox{ID: "ib1", EmailAddress: "agent@acme.test", RateLimitPerMinute: &s.limit}
+	}
+	s.mu.Unlock()
+	if stale {
+		return fmt.Errorf("store: create message: %w", store.ErrInboxChanged)
+	}
+	return s.memStore.CreateMessage(ctx, m, atts, t, slot)
+}
+
+// A send whose record finds its copy of the inbox out of date gives its
+// slot back and is judged again by the inbox as it is; after
+// maxInboxChanges such findings it gives up with nothing sent or taken.
+func TestSendJudgedAgainWhenItsInboxChanged(t *testing.T) {
+	req := SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}
+	t.Run("once", func(t *testing.T) {
+		st, p := &changingStore{memStore: newMemStore(), changes: 1, limit: 7}, &fakeProvider{}
+		s, lim := newTestSender(t, st, p, 10, nil)
+		m, err := sendMsg(s, context.Background(), req)
+		if err != nil || m.Status != store.StatusSent {
+			t.Fatalf("Send = %+v, %v; want sent", m, err)
+		}
+		if len(st.judgedBy) != 2 || st.judgedBy[0] != nil || st.judgedBy[1] == nil || *st.judgedBy[1] != 7 {
+			t.Fatalf("records judged by per-minute limits %v, want the default, then 7", st.judgedBy)
+		}
+		if w := globalMinute(lim); w.Used != 1 || w.InFlight != 0 || len(p.sent) != 1 {
+			t.Errorf("throttle %+v, sent %d; want one taken, one sent", w, len(p.sent))
+		}
+	})
+	t.Run("every time", func(t *testing.T) {
+		st, p := &changingStore{memStore: newMemStore(), changes: 100, limit: 7}, &fakeProvider{}
+		s, lim := newTestSender(t, st, p, 10, nil)
+		_, err := s.Send(context.Background(), req)
+		if !errors.Is(err, store.ErrInboxChanged) || len(st.judgedBy) != maxInboxChanges {
+			t.Fatalf("Send = %v after %d records, want store.ErrInboxChanged after %d", err, len(st.judgedBy), maxInboxChanges)
+		}
+		if w := globalMinute(lim); w.Used+w.InFlight != 0 || len(p.sent) != 0 {
+			t.Errorf("throttle %+v, sent %d; want nothing taken, nothing sent", w, len(p.sent))
+		}
+	})
 }

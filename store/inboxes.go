@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -27,13 +28,35 @@ func (s *Store) CreateInbox(ctx context.Context, in *Inbox) error {
 // inboxes are cached until UpdateInbox or DeleteInbox. On a database
 // shared with other servers (ShareDatabase) it reads the database every
 // time, as a GET does, so that a PATCH of an inbox's limits on one server
-// holds on the next send through any other.
+// holds on the next send through any other; the read refreshes the copy
+// InboxCopy returns.
 func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
 	if !s.shared.Load() {
 		if in, _, ok := s.inboxes.get(id); ok {
 			return &in, nil
 		}
 	}
+	return s.readInbox(ctx, id)
+}
+
+// InboxCopy is Inbox for a send: on a shared database it returns the copy
+// this Store last read, which another server may have changed since. A
+// send judged by a copy records its message with the copy as the slot's
+// JudgedBy, and the record checks it in the same statement: the send goes
+// ahead only if the inbox still reads as the copy does (ErrInboxChanged
+// otherwise). So a PATCH on one server holds on the next send through any
+// other, as with Inbox, without a read of its own for every send: on a
+// shared database that read was the largest part of a send's cost in the
+// throttle's benchmarks (BENCHMARKS.md, section 16).
+func (s *Store) InboxCopy(ctx context.Context, id string) (*Inbox, error) {
+	if in, _, ok := s.inboxes.get(id); ok {
+		return &in, nil
+	}
+	return s.readInbox(ctx, id)
+}
+
+// readInbox reads the inbox from the database and keeps the copy.
+func (s *Store) readInbox(ctx context.Context, id string) (*Inbox, error) {
 	if !isText(id) {
 		return nil, notText("inbox", id)
 	}
@@ -42,10 +65,48 @@ func (s *Store) Inbox(ctx context.Context, id string) (*Inbox, error) {
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&in).Error; err != nil {
 		return nil, wrap(err, "inbox %s", id)
 	}
-	if !s.shared.Load() {
-		s.inboxes.put(in, gen)
-	}
+	s.inboxes.put(in, gen)
 	return &in, nil
+}
+
+// ErrInboxChanged is returned when a send judged by a copy of its inbox
+// (SendSlot.JudgedBy) finds that the inbox has changed since the copy was
+// read: nothing was recorded, and InboxCopy now returns the inbox as it is.
+var ErrInboxChanged = errors.New("store: inbox changed since it was read")
+
+// SameAs reports whether in and o say the same of everything a send takes
+// from an inbox: its address, its name (the From header's) and its limits.
+func (in *Inbox) SameAs(o *Inbox) bool {
+	return in.ID == o.ID && in.EmailAddress == o.EmailAddress && in.Name == o.Name &&
+		sameInt(in.RateLimitPerMinute, o.RateLimitPerMinute) && sameInt(in.RateLimitPerHour, o.RateLimitPerHour)
+}
+
+func sameInt(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// judgedGuard is the condition a send judged by a copy of its inbox is
+// recorded under: the inbox still reads as the copy does.
+const judgedGuard = `EXISTS (SELECT 1 FROM inboxes WHERE id = ? AND email_address = ? AND name = ?
+	AND rate_limit_per_minute IS NOT DISTINCT FROM CAST(? AS integer)
+	AND rate_limit_per_hour IS NOT DISTINCT FROM CAST(? AS integer))`
+
+func judgedVars(in *Inbox) []any {
+	return []any{in.ID, in.EmailAddress, in.Name, in.RateLimitPerMinute, in.RateLimitPerHour}
+}
+
+// judgedFailed tells why a send judged by copy was not recorded: the inbox
+// is gone (ErrNotFound), it changed (ErrInboxChanged; the copy is
+// refreshed), or neither, and the send's other parent, its thread, is
+// gone (ErrNotFound).
+func (s *Store) judgedFailed(ctx context.Context, copy *Inbox) error {
+	s.inboxes.evict(copy.ID)
+	in, err := s.readInbox(ctx, copy.ID)
+	switch {
+	case err != nil:
+		return err
+	case !in.SameAs(copy):
+		return ErrInboxChanged
+	}
+	return gorm.ErrRecordNotFound
 }
 
 // Inboxes returns a page of inboxes ordered by address. limit <= 0 means no

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +15,8 @@ import (
 // attachments with their content, the send's slot in the throttle's log
 // (if slot is non-nil; its ID and InboxID are m's), and moves the thread's
 // last_message_at forward to m.CreatedAt. Either all of it is stored or none.
+// With slot.JudgedBy on a shared database, none is if the inbox no longer
+// reads as that copy (ErrInboxChanged, or ErrNotFound if it is gone).
 //
 // The arguments are completed in place with what is stored: empty ids get
 // new UUIDs (m.ThreadID defaults to newThread.ID), a zero m.CreatedAt
@@ -28,10 +32,30 @@ func (s *Store) CreateMessage(ctx context.Context, m *Message, atts []Attachment
 		return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if s.judged(slot) {
+			var still bool
+			if err := tx.Raw("SELECT "+judgedGuard, judgedVars(slot.JudgedBy)...).Scan(&still).Error; err != nil || !still {
+				return cmp.Or(err, errJudgedStale)
+			}
+		}
 		return s.insertMessage(tx, m, atts, newThread, slot)
 	})
+	if errors.Is(err, errJudgedStale) {
+		err = s.judgedFailed(ctx, slot.JudgedBy)
+	}
 	return wrap(err, "create message %s in thread %s", m.ID, m.ThreadID)
 }
+
+// judged says whether a send's record must check the copy of the inbox it
+// was judged by: only on a shared database, where the copy may be out of
+// date.
+func (s *Store) judged(slot *SendSlot) bool {
+	return slot != nil && slot.JudgedBy != nil && s.shared.Load()
+}
+
+// errJudgedStale stops the transaction of a send whose copy of its inbox
+// is no longer true.
+var errJudgedStale = errors.New("store: the send's copy of its inbox is out of date")
 
 // insertMessage is CreateMessage's writes inside tx; the arguments are
 // prepared.

@@ -21,13 +21,15 @@ var messageInsert = `INSERT INTO messages (id, thread_id, inbox_id, direction, s
 	`, CAST(? AS bigint), CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz),
 	CAST(? AS timestamptz) FROM t`
 
+// The thread's CTE ends with a condition (guard): TRUE, or judgedGuard.
 const newThreadCTE = `WITH t AS (INSERT INTO threads (id, inbox_id, subject, summary,
-	participant_hash, last_message_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id) `
+	participant_hash, last_message_at, created_at) SELECT ?, ?, ?, ?, ?, CAST(? AS timestamptz),
+	CAST(? AS timestamptz) WHERE `
 
 // The reply's thread moves forward only: a message created earlier but
 // committed later must not make the thread look older than it is.
 const replyThreadCTE = `WITH t AS (UPDATE threads SET last_message_at = GREATEST(last_message_at,
-	CAST(? AS timestamptz)) WHERE id = ? RETURNING id) `
+	CAST(? AS timestamptz)) WHERE id = ? AND `
 
 // slotCTE writes the send's slot in the throttle's log, only if the thread
 // was written (FROM t), like the message.
@@ -50,6 +52,13 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 		sql = replyThreadCTE
 		vars = []any{m.CreatedAt, m.ThreadID}
 	}
+	if s.judged(slot) {
+		sql += judgedGuard
+		vars = append(vars, judgedVars(slot.JudgedBy)...)
+	} else {
+		sql += "TRUE"
+	}
+	sql += " RETURNING id) "
 	if slot != nil {
 		sql += slotCTE
 		vars = append(vars, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline, slot.CountedAt)
@@ -60,10 +69,15 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 		m.ToAddresses, m.CcAddresses, m.BccAddresses, m.ReplyToAddresses, m.Labels, m.Metadata, m.Text,
 		m.HTML, m.Size, m.CreatedAt, m.SentAt, m.ScheduledAt, m.NextAttemptAt)
 	res := s.db.WithContext(ctx).Exec(sql, vars...)
-	if res.Error == nil && res.RowsAffected == 0 {
-		return gorm.ErrRecordNotFound // the reply's thread does not exist
+	switch {
+	case res.Error != nil:
+		return res.Error
+	case res.RowsAffected == 1:
+		return nil
+	case s.judged(slot):
+		return s.judgedFailed(ctx, slot.JudgedBy)
 	}
-	return res.Error
+	return gorm.ErrRecordNotFound // the reply's thread does not exist
 }
 
 // outcomePostgres records a send's outcome and settles its slot in ONE

@@ -26,6 +26,11 @@ type SendSlot struct {
 	// CountedAt is when the send counts against the throttle: when it went
 	// out or may have. Nil while it is in flight.
 	CountedAt *time.Time
+	// JudgedBy, when set, is the copy of the inbox (InboxCopy) the send
+	// was admitted by: the message and the slot are written only if the
+	// inbox still reads so, else nothing is and the write fails with
+	// ErrInboxChanged, or ErrNotFound if the inbox is gone.
+	JudgedBy *Inbox `gorm:"-"`
 }
 
 // TableName implements gorm's tabler.
