@@ -4,6 +4,7 @@
 # scheduled for one second (dispatch/s and lateness), each on a fresh
 # server and database; per round and binary (default ./bin/nornweave), so
 # that two builds can be compared in the same hour. Prints one line per run.
+# DRIVERS (default "sqlite postgres") picks the databases.
 set -euo pipefail
 rounds=${1:-2}
 shift || true
@@ -18,7 +19,7 @@ dburl="${base%/*}/$db$query"
 load() { ./bin/nornweave-load -spawn "$1" -provider smtp -sink auto -clients 32 -requests "$n" -duration 5m "${@:2}"; }
 for r in $(seq "$rounds"); do
   for bin in "${bins[@]}"; do
-    for driver in sqlite postgres; do
+    for driver in ${DRIVERS:-sqlite postgres}; do
       args=(-db sqlite)
       if [ "$driver" = postgres ]; then
         psql "$pgurl" -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null

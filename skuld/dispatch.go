@@ -73,7 +73,7 @@ const unavailableSnooze = 5 * time.Second
 // message's fate. retryAt, called when the attempt fails (Step.Retry),
 // says when the job will run again, which the message shows as its next
 // attempt.
-func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, complete store.JobTx, retryAt func() time.Time) (Step, error) {
+func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, complete store.Completion, retryAt func() time.Time) (Step, error) {
 	h := s.o.Hold
 	m, laneBusy, err := h.Store.DueMessage(ctx, id)
 	switch {
@@ -102,7 +102,7 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, comp
 	if next, busy, err := s.laneBusy(ctx, inbox.ID); err != nil {
 		return Step{}, err
 	} else if busy {
-		_, err := h.Store.QueueHeld(ctx, id, next, both(h.Jobs.Lane(inbox.ID, next), complete))
+		_, err := h.Store.QueueHeld(ctx, id, next, both(h.Jobs.Lane(inbox.ID, next), complete.Tx))
 		return Step{}, ignoreNotHeld(err)
 	}
 	return s.dispatch(ctx, m, inbox, complete, true, retryAt)
@@ -113,7 +113,7 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, comp
 // complete completes the job and enqueues the lane's next one, inside the
 // transaction that records the message's fate. retryAt is as for
 // DispatchDue.
-func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete store.JobTx, retryAt func() time.Time) (Step, error) {
+func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete store.Completion, retryAt func() time.Time) (Step, error) {
 	h := s.o.Hold
 	start := s.o.Clock.Mono()
 	for sent := 0; ; {
@@ -132,7 +132,7 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete stor
 		// The batch's last message completes the job with its outcome, and
 		// enqueues the lane's next run behind the other inboxes' jobs.
 		last := sent+1 >= laneBatch || s.o.Clock.Mono()-start >= laneRun
-		job := noJob
+		job := store.NoCompletion
 		if last {
 			job = complete
 		}
@@ -171,7 +171,7 @@ func (s *Sender) wait(ctx context.Context, d time.Duration) bool {
 // nothing more (Step.again). A scheduled message the throttle refuses
 // joins its lane, queued; a queued one waits for the time the throttle
 // names.
-func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.Inbox, complete store.JobTx, own bool,
+func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.Inbox, complete store.Completion, own bool,
 	retryAt func() time.Time) (Step, error) {
 	h := s.o.Hold
 	now := s.o.Clock.Now()
@@ -206,7 +206,7 @@ func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.In
 	switch {
 	case errors.As(err, &rl) && own:
 		next := now.Add(heldWait(rl))
-		_, err := h.Store.QueueHeld(ctx, m.ID, next, both(h.Jobs.Lane(inbox.ID, next), complete))
+		_, err := h.Store.QueueHeld(ctx, m.ID, next, both(h.Jobs.Lane(inbox.ID, next), complete.Tx))
 		return Step{}, ignoreNotHeld(err)
 	case errors.As(err, &rl):
 		wait := heldWait(rl)
@@ -250,7 +250,7 @@ func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.In
 		s.o.Logger.InfoContext(ctx, "provider failed temporarily; held message retried later", slog.String("message_id", m.ID),
 			slog.String("cause", providers.Cause(sendErr)))
 		next := retryAt()
-		if err := h.Store.FinishHeld(ctx, m.ID, store.Outcome{Status: status, NextAttemptAt: &next}, noJob); err != nil {
+		if err := h.Store.FinishHeld(ctx, m.ID, store.Outcome{Status: status, NextAttemptAt: &next}, store.NoCompletion); err != nil {
 			return Step{}, err
 		}
 		return Step{Retry: fmt.Errorf("skuld: message %s: %w", m.ID, sendErr)}, nil
@@ -299,16 +299,14 @@ func both(a, b store.JobTx) store.JobTx {
 	}
 }
 
-func noJob(context.Context, *sql.Tx) error { return nil }
-
 // finishing is complete for a scheduled message's own job, which the
 // message's failure finishes; a lane's job goes on to the next message
 // instead.
-func finishing(own bool, complete store.JobTx) store.JobTx {
+func finishing(own bool, complete store.Completion) store.JobTx {
 	if own {
-		return complete
+		return complete.Tx
 	}
-	return noJob
+	return store.NoCompletion.Tx
 }
 
 // ignoreNotHeld drops the error of a change that lost to a cancel or a

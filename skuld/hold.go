@@ -21,7 +21,7 @@ type HeldStore interface {
 	RescheduleHeld(ctx context.Context, id string, at time.Time, job store.JobTx) (*store.Message, error)
 	QueueHeld(ctx context.Context, id string, next time.Time, job store.JobTx) (*store.Message, error)
 	FailHeld(ctx context.Context, id, reason string, job store.JobTx) (*store.Message, error)
-	FinishHeld(ctx context.Context, id string, o store.Outcome, job store.JobTx) error
+	FinishHeld(ctx context.Context, id string, o store.Outcome, c store.Completion) error
 	LaneHead(ctx context.Context, inboxID string) (*store.Message, error)
 	SetNextAttempt(ctx context.Context, id string, at time.Time) error
 }

@@ -158,17 +158,59 @@ func (s *Store) changeHeld(ctx context.Context, id string, updates map[string]an
 	return &m, nil
 }
 
+// Completion completes a held message's job when its outcome is recorded
+// (FinishHeld). Tx does it inside the outcome's transaction; SQL, when
+// set, is the same change as one statement, which on PostgreSQL FinishHeld
+// makes part of the outcome's own: one round trip where the transaction
+// (BEGIN, the outcome, the job, COMMIT) takes four.
+type Completion struct {
+	Tx  JobTx
+	SQL *JobSQL
+}
+
+// NoCompletion completes nothing.
+var NoCompletion = Completion{Tx: func(context.Context, *sql.Tx) error { return nil }}
+
+// JobSQL is a job's change as one data-modifying statement on PostgreSQL,
+// with ? placeholders, that returns a row (RETURNING) when it took effect.
+// Args are taken when it runs; What names it in the error of one that took
+// no effect.
+type JobSQL struct {
+	SQL  string
+	Args func() []any
+	What string
+}
+
 // FinishHeld records a dispatched message's outcome (see
 // UpdateMessageOutcome; a held status puts it back, not taken, to be
-// tried again) and runs job, which completes its job, in one transaction.
-func (s *Store) FinishHeld(ctx context.Context, id string, o Outcome, job JobTx) error {
+// tried again) and completes its job with c, both or neither.
+func (s *Store) FinishHeld(ctx context.Context, id string, o Outcome, c Completion) error {
+	if s.driver == DriverPostgres && c.SQL != nil {
+		return wrap(s.finishHeldPostgres(ctx, id, o, c.SQL), "finish held message %s", id)
+	}
 	err := s.inTx(ctx, func(tx *gorm.DB, sqlTx *sql.Tx) error {
 		if _, err := s.writeOutcome(tx, id, o, true); err != nil {
 			return err
 		}
-		return job(ctx, sqlTx)
+		return c.Tx(ctx, sqlTx)
 	})
 	return wrap(err, "finish held message %s", id)
+}
+
+// finishHeldPostgres is FinishHeld in ONE statement: the job's change (j)
+// first, and the slot's and the message's writes only if it took effect,
+// as a transaction would roll them back with a job's change that failed.
+func (s *Store) finishHeldPostgres(ctx context.Context, id string, o Outcome, job *JobSQL) error {
+	const guard = ` AND EXISTS (SELECT 1 FROM j)`
+	slot, slotVars, set, setVars := outcomeSQL(id, o, utcPtr(o.SentAt), utcPtr(o.CountedAt), true, guard)
+	vars := append(append(job.Args(), slotVars...), setVars...)
+	var done int64
+	err := s.db.WithContext(ctx).Raw("WITH j AS ("+job.SQL+"), l AS ("+slot+"), m AS ("+set+") SELECT COUNT(*) FROM j",
+		vars...).Scan(&done).Error
+	if err == nil && done == 0 {
+		err = fmt.Errorf("%s: took no effect", job.What)
+	}
+	return err
 }
 
 // DueMessage returns a scheduled message's row, as Message does, and

@@ -87,23 +87,30 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 // message is changed only if it is "sending", and a held status (put back,
 // not taken) sets its next attempt too.
 func outcomePostgres(db *gorm.DB, id string, o Outcome, sentAt, countedAt *time.Time, held bool) *gorm.DB {
-	slot := `WITH l AS (DELETE FROM send_log WHERE id = ?) `
-	vars := []any{id}
+	slot, slotVars, set, setVars := outcomeSQL(id, o, sentAt, countedAt, held, "")
+	return db.Exec("WITH l AS ("+slot+") "+set, append(slotVars, setVars...)...)
+}
+
+// outcomeSQL is the two writes of an outcome, the slot's and the
+// message's, each with its variables; both end with their WHERE clause, and
+// then with guard, a condition more.
+func outcomeSQL(id string, o Outcome, sentAt, countedAt *time.Time, held bool, guard string) (slot string, slotVars []any, set string, setVars []any) {
+	slot, slotVars = `DELETE FROM send_log WHERE id = ?`+guard, []any{id}
 	if countedAt != nil {
-		slot = `WITH l AS (UPDATE send_log SET counted_at = CAST(? AS timestamptz) WHERE id = ?) `
-		vars = []any{*countedAt, id}
+		slot = `UPDATE send_log SET counted_at = CAST(? AS timestamptz) WHERE id = ?` + guard
+		slotVars = []any{*countedAt, id}
 	}
-	set := `UPDATE messages SET status = ?, provider_message_id = ?, error = ?, sent_at = CAST(? AS timestamptz)`
-	vars = append(vars, o.Status, o.ProviderMessageID, o.Error, sentAt)
+	set = `UPDATE messages SET status = ?, provider_message_id = ?, error = ?, sent_at = CAST(? AS timestamptz)`
+	setVars = []any{o.Status, o.ProviderMessageID, o.Error, sentAt}
 	if held && Held(o.Status) {
 		set += `, next_attempt_at = CAST(? AS timestamptz)`
-		vars = append(vars, utcPtr(o.NextAttemptAt))
+		setVars = append(setVars, utcPtr(o.NextAttemptAt))
 	}
-	where := ` WHERE id = ?`
-	vars = append(vars, id)
+	set += ` WHERE id = ?`
+	setVars = append(setVars, id)
 	if held {
-		where += ` AND status = ?`
-		vars = append(vars, StatusSending)
+		set += ` AND status = ?`
+		setVars = append(setVars, StatusSending)
 	}
-	return db.Exec(slot+set+where, vars...)
+	return slot, slotVars, set + guard, setVars
 }

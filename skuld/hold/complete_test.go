@@ -16,7 +16,8 @@ import (
 // completeTx writes what River's JobCompleteTx would: River reads the job
 // back completed, finalized now, and its cleaner's comparison of
 // finalized_at (text on SQLite) places it correctly in time. A job that is
-// not running is not completed.
+// not running is not completed. The same on PostgreSQL for the UPDATE as a
+// CTE of a held message's outcome (FinishHeld).
 func TestCompleteTxAsRiver(t *testing.T) {
 	for _, driver := range []string{store.DriverSQLite, store.DriverPostgres} {
 		t.Run(driver, func(t *testing.T) {
@@ -38,60 +39,71 @@ func TestCompleteTxAsRiver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ins, err := q.client.Insert(ctx, dueArgs{MessageID: "m1", Due: time.Now()}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := ins.Job.ID
-			// As River's fetch leaves a job it runs.
-			if _, err := st.SQL().ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1 WHERE id = `+strconv.FormatInt(id, 10)); err != nil {
-				t.Fatal(err)
-			}
-			complete := func() error {
+			forms := map[string]func(id int64) error{"in a transaction": func(id int64) error {
 				tx, err := st.SQL().BeginTx(ctx, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer tx.Rollback() //nolint:errcheck // after Commit: nothing to do
-				if err := q.completeTx(id)(ctx, tx); err != nil {
+				if err := q.completeTx(id).Tx(ctx, tx); err != nil {
 					return err
 				}
 				return tx.Commit()
-			}
-			before := time.Now()
-			if err := complete(); err != nil {
-				t.Fatalf("completeTx: %v", err)
-			}
-			job, err := q.client.JobGet(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if job.State != rivertype.JobStateCompleted || job.FinalizedAt == nil ||
-				job.FinalizedAt.Before(before.Add(-time.Second)) || job.FinalizedAt.After(time.Now().Add(time.Second)) {
-				t.Fatalf("River reads the job as %s, finalized %v; want completed, finalized about %v", job.State, job.FinalizedAt, before)
-			}
-			// The horizon is the database's own clock, formatted by the
-			// database (on SQLite as River's timeString writes times), not
-			// by the code under test.
-			for _, c := range []struct {
-				offset string
-				want   int
-			}{{"+1 minute", 1}, {"-1 minute", 0}} {
-				query := `SELECT count(*) FROM river_job WHERE state = 'completed' AND finalized_at < now() + $1::interval`
-				if driver == store.DriverSQLite {
-					query = `SELECT count(*) FROM river_job WHERE state = 'completed'
-						AND finalized_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)`
+			}}
+			if driver == store.DriverPostgres {
+				forms["in the outcome's statement"] = func(id int64) error {
+					c := q.completeTx(id)
+					if c.SQL == nil {
+						t.Fatal("no SQL form on PostgreSQL")
+					}
+					return st.FinishHeld(ctx, "no-such-message", store.Outcome{Status: store.StatusSent}, c)
 				}
-				var n int
-				if err := st.SQL().QueryRowContext(ctx, query, c.offset).Scan(&n); err != nil {
+			}
+			for name, complete := range forms {
+				ins, err := q.client.Insert(ctx, dueArgs{MessageID: "m1", Due: time.Now()}, nil)
+				if err != nil {
 					t.Fatal(err)
 				}
-				if n != c.want {
-					t.Errorf("finalized before now %s: %d jobs, want %d", c.offset, n, c.want)
+				id := ins.Job.ID
+				// As River's fetch leaves a job it runs.
+				if _, err := st.SQL().ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1 WHERE id = `+strconv.FormatInt(id, 10)); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if err := complete(); err == nil {
-				t.Error("completeTx of a completed job succeeded, want an error")
+				before := time.Now()
+				if err := complete(id); err != nil {
+					t.Fatalf("%s: completeTx: %v", name, err)
+				}
+				job, err := q.client.JobGet(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if job.State != rivertype.JobStateCompleted || job.FinalizedAt == nil ||
+					job.FinalizedAt.Before(before.Add(-time.Second)) || job.FinalizedAt.After(time.Now().Add(time.Second)) {
+					t.Fatalf("%s: River reads the job as %s, finalized %v; want completed, finalized about %v", name, job.State, job.FinalizedAt, before)
+				}
+				// The horizon is the database's own clock, formatted by the
+				// database (on SQLite as River's timeString writes times), not
+				// by the code under test.
+				for _, c := range []struct {
+					offset string
+					want   int
+				}{{"+1 minute", 1}, {"-1 minute", 0}} {
+					query := `SELECT count(*) FROM river_job WHERE state = 'completed' AND finalized_at < now() + $1::interval`
+					if driver == store.DriverSQLite {
+						query = `SELECT count(*) FROM river_job WHERE state = 'completed'
+							AND finalized_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)`
+					}
+					var n int
+					if err := st.SQL().QueryRowContext(ctx, query+" AND id = "+strconv.FormatInt(id, 10), c.offset).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					if n != c.want {
+						t.Errorf("%s: finalized before now %s: %d jobs, want %d", name, c.offset, n, c.want)
+					}
+				}
+				if err := complete(id); err == nil {
+					t.Errorf("%s: completeTx of a completed job succeeded, want an error", name)
+				}
 			}
 		})
 	}
