@@ -99,7 +99,7 @@ type Options struct {
 	Workers int
 	// PollInterval is how often a server looks for jobs that have become
 	// due; a scheduled send goes out within about this of its time
-	// (default 200 ms).
+	// (default 50 ms: an indexed query, twenty a second when idle).
 	PollInterval time.Duration
 	// RescueAfter is how long a job may run before River takes it for one
 	// abandoned by a server that died, and runs it again (default 1 h).
@@ -146,11 +146,15 @@ func New(o Options) (*Queue, error) {
 	river.AddWorker(workers, river.WorkFunc(q.workSweep))
 	sweepEvery := cmp.Or(o.SweepInterval, 15*time.Second)
 	cfg := &river.Config{
-		Logger:               o.Logger.With(slog.String("component", "river")),
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}},
-		Workers:              workers,
-		FetchPollInterval:    cmp.Or(o.PollInterval, 200*time.Millisecond),
-		FetchCooldown:        min(cmp.Or(o.PollInterval, 200*time.Millisecond), 50*time.Millisecond),
+		Logger:            o.Logger.With(slog.String("component", "river")),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}},
+		Workers:           workers,
+		FetchPollInterval: cmp.Or(o.PollInterval, 50*time.Millisecond),
+		// A fetch takes at most Workers jobs, and the next waits the
+		// cooldown: River's 100 ms, or our former 50, capped a burst at
+		// Workers per cooldown (2,000 a second), under what this machine
+		// sends directly (BENCHMARKS.md, section 16).
+		FetchCooldown:        min(cmp.Or(o.PollInterval, 50*time.Millisecond), 10*time.Millisecond),
 		JobTimeout:           -1, // a send bounds itself (its lease) and must not be cut off
 		MaxAttempts:          maxAttempts,
 		RetryPolicy:          q,
