@@ -94,8 +94,8 @@ type Options struct {
 	Store  Store
 	Logger *slog.Logger
 	// Workers is how many held messages are dispatched at once (default
-	// 100: a burst of scheduled mail dispatches at about 0.65 of the
-	// direct send rate with 100, 0.34 with 20; see BENCHMARKS.md).
+	// 100: a burst of scheduled mail dispatches at about 0.9 of the direct
+	// send rate; 0.34 with 20 in section 13 of BENCHMARKS.md).
 	Workers int
 	// PollInterval is how often a server looks for jobs that have become
 	// due; a scheduled send goes out within about this of its time
@@ -133,6 +133,15 @@ type Queue struct {
 	stopped bool
 }
 
+// defaultPoll is Options.PollInterval's default.
+const defaultPoll = 50 * time.Millisecond
+
+// fetchCooldown is the least time between two of River's fetches. A fetch
+// takes at most Workers jobs, so the cooldown caps a burst at Workers per
+// cooldown: River's 100 ms, or our former 50 (2,000 a second), is under
+// what this machine sends directly (BENCHMARKS.md, section 16).
+const fetchCooldown = 10 * time.Millisecond
+
 // New builds a Queue on o.DB, which River's migrations (Schema) must have
 // prepared.
 func New(o Options) (*Queue, error) {
@@ -146,15 +155,11 @@ func New(o Options) (*Queue, error) {
 	river.AddWorker(workers, river.WorkFunc(q.workSweep))
 	sweepEvery := cmp.Or(o.SweepInterval, 15*time.Second)
 	cfg := &river.Config{
-		Logger:            o.Logger.With(slog.String("component", "river")),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}},
-		Workers:           workers,
-		FetchPollInterval: cmp.Or(o.PollInterval, 50*time.Millisecond),
-		// A fetch takes at most Workers jobs, and the next waits the
-		// cooldown: River's 100 ms, or our former 50, capped a burst at
-		// Workers per cooldown (2,000 a second), under what this machine
-		// sends directly (BENCHMARKS.md, section 16).
-		FetchCooldown:        min(cmp.Or(o.PollInterval, 50*time.Millisecond), 10*time.Millisecond),
+		Logger:               o.Logger.With(slog.String("component", "river")),
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}},
+		Workers:              workers,
+		FetchPollInterval:    cmp.Or(o.PollInterval, defaultPoll),
+		FetchCooldown:        min(cmp.Or(o.PollInterval, defaultPoll), fetchCooldown),
 		JobTimeout:           -1, // a send bounds itself (its lease) and must not be cut off
 		MaxAttempts:          maxAttempts,
 		RetryPolicy:          q,
