@@ -91,10 +91,8 @@ func (s *Sender) queue(ctx context.Context, req SendRequest, inbox *store.Inbox,
 // hold renders and records a held message with its job.
 func (s *Sender) hold(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message, status string, at time.Time) (*store.Message, error) {
 	// Its From is the inbox's as it is, not as a copy says.
-	inbox, err := s.o.Store.Inbox(ctx, inbox.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
-	} else if err != nil {
+	inbox, err := s.asItIs(ctx, inbox.ID)
+	if err != nil {
 		return nil, err
 	}
 	m, atts, newThread, err := s.build(ctx, req, inbox, thread, parent)

@@ -270,16 +270,20 @@ func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
 // is not checked by a record: store.ErrInboxChanged if the copy no longer
 // holds, a *NotFoundError if the inbox is gone.
 func (s *Sender) current(ctx context.Context, copy *store.Inbox) (*store.Inbox, error) {
-	in, err := s.o.Store.Inbox(ctx, copy.ID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, &NotFoundError{Kind: "Inbox", ID: copy.ID}
-	case err != nil:
-		return nil, err
-	case !in.SameAs(copy):
+	in, err := s.asItIs(ctx, copy.ID)
+	if err == nil && !in.SameAs(copy) {
 		return nil, store.ErrInboxChanged
 	}
-	return in, nil
+	return in, err
+}
+
+// asItIs reads the inbox as it is now: a *NotFoundError if it is gone.
+func (s *Sender) asItIs(ctx context.Context, id string) (*store.Inbox, error) {
+	in, err := s.o.Store.Inbox(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Kind: "Inbox", ID: id}
+	}
+	return in, err
 }
 
 // sizeBound is the most a request's message can weigh on the wire before

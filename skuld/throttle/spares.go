@@ -250,9 +250,8 @@ func (p *spares) close() {
 	<-p.done
 	p.mu.Lock()
 	p.off = true
-	all := p.takeAll(func(*block) bool { return true })
 	p.mu.Unlock()
-	p.give(all) // Close flushes the gatherer next
+	p.drain() // Close flushes the gatherer next
 }
 
 // roomLeft is the least room of the limited windows of g and in (nil for
