@@ -320,3 +320,31 @@ func openBeside(t testing.TB, driver, dsn string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// A scheduled message due just after a crash goes out on time from the
+// restarted server. River makes scheduled jobs available only on its
+// leader, and a killed server's leadership stayed in the database until
+// it expired (up to 15 s): the message went out that late. Alone on its
+// database, a server drops its dead run's leadership at start.
+func TestScheduledSendOnTimeAfterKill(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		mx := smtptest.Start(t)
+		env := procEnv(t, driver, mx)
+		p := startProc(t, env)
+		inbox := p.createInbox(t, "after-kill")
+		// Over River's 5 s scheduler interval ahead: inserted "scheduled",
+		// for the leader to make available.
+		due := time.Now().Add(8 * time.Second)
+		mustStatus(t, p.sendAt(t, inbox, "bob@example.com", due), http.StatusAccepted)
+		p.kill(t)
+		startProc(t, env)
+		waitFor(t, 30*time.Second, func() bool { return mx.Count() == 1 })
+		late := mx.Messages()[0].Received.Sub(due)
+		if late < 0 || late > 3*time.Second {
+			t.Fatalf("delivered %v after its time, want within 3 s and never before", late)
+		}
+		t.Logf("delivered %v after its time", late)
+	})
+}

@@ -204,7 +204,7 @@ func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 }
 
 // rescueOwn makes the jobs a crashed run of this server left "running"
-// available again. Each reads its message's own record first: one found
+// available again, and drops the leadership it left. Each reads its message's own record first: one found
 // "sending" had its outcome cut off, and is never sent again.
 func (q *Queue) rescueOwn(ctx context.Context) error {
 	res, err := q.o.DB.ExecContext(ctx, `UPDATE river_job SET state = 'available'
@@ -214,6 +214,13 @@ func (q *Queue) rescueOwn(ctx context.Context) error {
 	}
 	if n, _ := res.RowsAffected(); n > 0 {
 		q.logger.Warn("held-message jobs interrupted by the last shutdown run again", slog.Int64("jobs", n))
+	}
+	// A crashed run left its leadership in River's table until it expires
+	// (River's elect interval and padding, up to 15 s), and only a leader
+	// makes scheduled jobs available: a message due in that time went out
+	// that late. Alone, the lease can only be this server's own.
+	if _, err := q.o.DB.ExecContext(ctx, `DELETE FROM river_leader`); err != nil {
+		return fmt.Errorf("hold: drop the last run's leadership: %w", err)
 	}
 	return nil
 }
