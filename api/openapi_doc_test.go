@@ -128,7 +128,7 @@ func TestOpenAPIEveryResponseHasXRequestId(t *testing.T) {
 }
 
 // Every operation shows a request (a curl line in its description), every
-// parameter and request body has examples, and each example is valid
+// parameter (but an optional header: in words) and request body has examples, and each example is valid
 // against its schema; the send is the first operation and its tag the
 // first, so the reference page opens on it.
 func TestOpenAPIExamples(t *testing.T) {
@@ -140,6 +140,15 @@ func TestOpenAPIExamples(t *testing.T) {
 		}
 		params := append(doc.Paths.Value(path).Parameters, op.Parameters...)
 		for _, p := range params {
+			if p.Value.In == "header" && !p.Value.Required {
+				// Try it out sends a header's example with every Execute:
+				// a pre-filled Idempotency-Key made the second try a 422.
+				// Its example is in words, in the description.
+				if p.Value.Example != nil || len(p.Value.Examples) > 0 || !strings.Contains(p.Value.Description, "e.g. ") {
+					t.Errorf("%s: optional header %s has an example value, or no \"e.g. \" in its description", name, p.Value.Name)
+				}
+				continue
+			}
 			if p.Value.Example == nil && len(p.Value.Examples) == 0 {
 				t.Errorf("%s: parameter %s has no example", name, p.Value.Name)
 			} else if p.Value.Example != nil {
