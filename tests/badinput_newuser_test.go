@@ -1,10 +1,16 @@
 package tests
 
 import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/smtptest"
 )
 
 // What a new user tripped on (issue 25, "Tried as a new user would"),
@@ -83,4 +89,82 @@ func TestComposePublishesOnLoopbackAndPinsImages(t *testing.T) {
 			t.Errorf("the README says stop_grace_period: %s, the compose file has %s", m[1], grace[0][1])
 		}
 	}
+}
+
+// logLines are the JSON lines a server wrote, decoded.
+func logLines(t *testing.T, buf *syncBuffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, raw := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("log line %q: %v", raw, err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// A send with the demo provider is logged once, as what happened: one
+// INFO line, "message sent", provider demo, with the message's id. The
+// demo provider used to log "message not sent" just before it.
+func TestDemoProviderSendIsLoggedOnce(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		var log syncBuffer
+		s := &server{Server: apptest.StartWith(t, apptest.Config(t, driver), apptest.Options{Log: &log, LogLevel: slog.LevelInfo})}
+		inbox := s.createInbox(t, "support")
+		r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"ann@example.com"},
+			"subject": "Hello", "body": "Hi"})
+		mustStatus(t, r, http.StatusCreated)
+		id := r.JSON(t)["id"].(string)
+		var about []map[string]any
+		for _, l := range logLines(t, &log) {
+			if msg, _ := l["msg"].(string); strings.Contains(msg, "sent") || l["message_id"] != nil || l["message_id_header"] != nil {
+				about = append(about, l)
+			}
+		}
+		if len(about) != 1 || about[0]["msg"] != "message sent" || about[0]["level"] != "INFO" ||
+			about[0]["provider"] != "demo" || about[0]["message_id"] != id {
+			t.Errorf("log lines about the send: %v\nwant one INFO \"message sent\", provider demo, message_id %s", about, id)
+		}
+	})
+}
+
+// message_id is the message's id, as the API shows it, in every line;
+// the Message-ID header is message_id_header, as in the API's answers.
+// The SMTP provider's DEBUG line said message_id for the header.
+func TestLogMessageIDIsTheMessagesID(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		var log syncBuffer
+		mx := smtptest.Start(t)
+		cfg := baseConfig(t, driver, mx)
+		s := &server{Server: apptest.StartWith(t, cfg, apptest.Options{Log: &log, LogLevel: slog.LevelDebug}), SMTP: mx, cfg: cfg}
+		inbox := s.createInbox(t, "support")
+		r := s.send(t, inbox, "ann@example.com")
+		mustStatus(t, r, http.StatusCreated)
+		id := r.JSON(t)["id"].(string)
+		m := s.do(t, "GET", "/v1/messages/"+id, nil)
+		mustStatus(t, m, http.StatusOK)
+		header := m.JSON(t)["message_id_header"].(string)
+
+		seen := map[string]bool{}
+		for _, l := range logLines(t, &log) {
+			if v, ok := l["message_id"]; ok {
+				seen["message_id"] = true
+				if v != id {
+					t.Errorf("%q: message_id = %v, want the message's id %s", l["msg"], v, id)
+				}
+			}
+			if v, ok := l["message_id_header"]; ok {
+				seen["message_id_header"] = true
+				if v != header {
+					t.Errorf("%q: message_id_header = %v, want the Message-ID %s", l["msg"], v, header)
+				}
+			}
+		}
+		if !seen["message_id"] || !seen["message_id_header"] {
+			t.Errorf("the send's lines carry %v, want both message_id (message sent) and message_id_header (the SMTP provider's)\n%s",
+				seen, log.String())
+		}
+	})
 }
