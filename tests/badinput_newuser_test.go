@@ -8,8 +8,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/clocktest"
 	"github.com/nornweave/nornweave/internal/smtptest"
 )
 
@@ -103,6 +105,46 @@ func logLines(t *testing.T, buf *syncBuffer) []map[string]any {
 		out = append(out, l)
 	}
 	return out
+}
+
+// The throttle's refusal summary is written when its 10 s are up, by a
+// timer, with no further request to trigger it: it once came 9 minutes
+// late, with the next refusal. The server runs on a fake clock, which the
+// test advances across the interval instead of waiting.
+func TestRefusalSummaryIsWrittenOnTime(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		var log syncBuffer
+		clock := clocktest.New(time.Now().UTC())
+		mx := smtptest.Start(t)
+		cfg := baseConfig(t, driver, mx)
+		cfg.SendRateLimitPerMinute = 1
+		s := &server{Server: apptest.StartWith(t, cfg, apptest.Options{Log: &log, LogLevel: slog.LevelInfo, Clock: clock}),
+			SMTP: mx, cfg: cfg}
+		inbox := s.createInbox(t, "support")
+		mustStatus(t, s.send(t, inbox, "ann@example.com"), http.StatusCreated)
+		for range 3 { // the first in full, two counted
+			mustStatus(t, s.send(t, inbox, "ann@example.com"), http.StatusTooManyRequests)
+		}
+		summaries := func() []map[string]any {
+			var out []map[string]any
+			for _, l := range logLines(t, &log) {
+				if l["msg"] == "sends refused by throttle since the last report" {
+					out = append(out, l)
+				}
+			}
+			return out
+		}
+		clock.Advance(10*time.Second - time.Millisecond)
+		if got := summaries(); len(got) != 0 {
+			t.Fatalf("a summary before its 10 s were up: %v", got)
+		}
+		clock.Advance(time.Millisecond)
+		got := summaries()
+		if len(got) != 1 || got[0]["refused"] != 2.0 || got[0]["per_minute_full"] != 2.0 || got[0]["over_ms"] != 10000.0 {
+			t.Fatalf("10 s after the first refusal, with no request since: summaries %v, want one of 2 refusals over 10000 ms\n%s",
+				got, log.String())
+		}
+	})
 }
 
 // A send with the demo provider is logged once, as what happened: one

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/core/logging"
 	"github.com/nornweave/nornweave/internal/app"
@@ -62,6 +63,8 @@ type Options struct {
 	// (nil: the test log, at WARN and above).
 	Log      io.Writer
 	LogLevel slog.Level
+	// Clock is the app's time (nil: the system clock); see app.WithClock.
+	Clock clock.Clock
 }
 
 // StartWith is Start with o.
@@ -74,7 +77,11 @@ func StartWith(tb testing.TB, cfg config.Config, o Options) *Server {
 	if o.Log != nil {
 		logger = logging.New(o.Log, o.LogLevel)
 	}
-	a, err := app.New(context.Background(), cfg, logger, "test")
+	var opts []app.Option
+	if o.Clock != nil {
+		opts = append(opts, app.WithClock(o.Clock))
+	}
+	a, err := app.New(context.Background(), cfg, logger, "test", opts...)
 	if err != nil {
 		tb.Fatalf("app.New: %v", err)
 	}
