@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -208,5 +209,111 @@ func TestLogMessageIDIsTheMessagesID(t *testing.T) {
 			t.Errorf("the send's lines carry %v, want both message_id (message sent) and message_id_header (the SMTP provider's)\n%s",
 				seen, log.String())
 		}
+	})
+}
+
+// readmeBlock is the first ```sh block of the README after heading that
+// contains want.
+func readmeBlock(t *testing.T, heading, want string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("the README has no heading %q", heading)
+	}
+	for {
+		var block string
+		if _, rest, ok = strings.Cut(rest, "```sh\n"); !ok {
+			t.Fatalf("the README has no sh block with %q after %q", want, heading)
+		}
+		block, rest, _ = strings.Cut(rest, "```")
+		if strings.Contains(block, want) {
+			return block
+		}
+	}
+}
+
+// runREADME runs a README command with bash against s, as a user would
+// paste it: localhost:8000 is s, $INBOX (or <inbox-id>) the inbox, <id>
+// the message. It returns what curl printed.
+func runREADME(t *testing.T, s *server, script, inbox, id string) map[string]any {
+	t.Helper()
+	script = strings.NewReplacer("localhost:8000", strings.TrimPrefix(s.URL, "http://"),
+		"<inbox-id>", inbox, "<id>", id).Replace(script)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "INBOX="+inbox)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s\n: %v", script, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("%s\nprinted %q, not a JSON object: %v", script, out, err)
+	}
+	return m
+}
+
+// The README's scheduled-send and PATCH examples, pasted into a shell, and
+// the OpenAPI document's "scheduled" and "later" examples, sent as Try it
+// out sends them, are accepted by a server with the default
+// SCHEDULE_MAX_AHEAD: the message is held, then rescheduled. All four
+// used 2030 and were refused with 422.
+func TestScheduledExamplesAreAccepted(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := startDefault(t, driver, nil)
+		inbox := s.createInbox(t, "support")
+		held := func(what string, m map[string]any, within time.Duration) string {
+			t.Helper()
+			at, _ := m["scheduled_at"].(string)
+			when, err := time.Parse(time.RFC3339Nano, at)
+			if m["status"] != "scheduled" || err != nil || time.Until(when) <= 0 || time.Until(when) > within {
+				t.Fatalf("%s answered %v, want the message scheduled within %s", what, m, within)
+			}
+			return m["id"].(string)
+		}
+
+		id := held("the README's scheduled send", runREADME(t, s,
+			readmeBlock(t, "### Scheduled and queued sends", `"scheduled_at"`), inbox, ""), time.Hour)
+		var patch []string // the PATCH command, continuation line included
+		for _, l := range strings.Split(readmeBlock(t, "### Scheduled and queued sends", "-X PATCH"), "\n") {
+			if strings.Contains(l, "-X PATCH") || len(patch) > 0 && strings.HasSuffix(patch[len(patch)-1], `\`) {
+				patch = append(patch, l)
+			}
+		}
+		held("the README's PATCH", runREADME(t, s, strings.Join(patch, "\n"), inbox, id), 2*time.Hour)
+
+		r := s.do(t, "GET", "/openapi.json", nil)
+		mustStatus(t, r, http.StatusOK)
+		var doc struct {
+			Paths map[string]map[string]json.RawMessage
+		}
+		if err := json.Unmarshal(r.Body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		example := func(path, method, name string) map[string]any {
+			t.Helper()
+			var op struct {
+				RequestBody struct {
+					Content map[string]struct {
+						Examples map[string]struct{ Value map[string]any }
+					}
+				}
+			}
+			if err := json.Unmarshal(doc.Paths[path][method], &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			return op.RequestBody.Content["application/json"].Examples[name].Value
+		}
+		send := example("/v1/messages", "post", "scheduled")
+		send["inbox_id"] = inbox
+		r = s.do(t, "POST", "/v1/messages", send)
+		mustStatus(t, r, http.StatusAccepted)
+		id = held("the OpenAPI scheduled example", r.JSON(t), 32*time.Hour)
+		r = s.do(t, "PATCH", "/v1/messages/"+id, example("/v1/messages/{id}", "patch", "later"))
+		mustStatus(t, r, http.StatusOK)
+		held("the OpenAPI PATCH example", r.JSON(t), 33*time.Hour)
 	})
 }
