@@ -258,10 +258,10 @@ func TestOpenAPIExampleTimesAreAcceptedWhenServed(t *testing.T) {
 			}
 		}
 		tomorrow := now.UTC().AddDate(0, 0, 1).Format(time.DateOnly)
-		want := bytes.ReplaceAll(OpenAPIDocument, []byte(`"`+ExampleDay+"T"), []byte(`"`+tomorrow+"T"))
+		want := bytes.ReplaceAll(OpenAPIDocument, []byte(`"`+exampleDay+"T"), []byte(`"`+tomorrow+"T"))
 		if !bytes.Equal(rec.Body.Bytes(), want) || rec.Header().Get("Content-Length") != strconv.Itoa(len(want)) {
 			t.Errorf("at %s the document served (Content-Length %q) is not the file with %s for %s",
-				now, rec.Header().Get("Content-Length"), tomorrow, ExampleDay)
+				now, rec.Header().Get("Content-Length"), tomorrow, exampleDay)
 		}
 	}
 }
