@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/nornweave/nornweave/core/clock"
 )
 
 // tooManyLogInterval is how often, during a run of 429s, the access log
@@ -36,8 +38,6 @@ func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 				return nil // counted; the summary will say it
 			}
 			attrs = append(attrs, slog.Int("similar_summarized_every_s", int(a.tooMany.interval/time.Second)))
-		} else {
-			a.tooMany.tick(now)
 		}
 		level := slog.LevelInfo
 		if route == "/health" || route == "/ready" {
@@ -52,12 +52,14 @@ func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 // pipeline's refusal summary keeps the throttle's WARN lines down: the
 // first 429 of a run is logged in full; the rest are counted by route, and
 // while they go on one line per interval gives the exact counts; a quiet
-// interval ends the run, so the next 429 is logged in full again. A
-// summary due is written by the next request of any status, and a last one
-// when the server drains. Time is the API's monotonic clock, so tests
-// drive it without sleeping. It is safe for concurrent use.
+// interval ends the run, so the next 429 is logged in full again. The
+// summaries are written by a timer it owns, on the API's clock: on time,
+// not by whichever request comes next (tests advance the clock instead of
+// sleeping). stop, when the server drains, writes the last one and stops
+// the timer. It is safe for concurrent use.
 type tooMany struct {
 	logger   *slog.Logger
+	clock    clock.Clock
 	interval time.Duration
 
 	mu      sync.Mutex
@@ -65,10 +67,13 @@ type tooMany struct {
 	since   time.Duration  // Mono at the start of the current interval
 	total   int            // 429s since, not yet logged
 	routes  map[string]int // of which, by "METHOD /route/:template"
+	timer   clock.Timer    // the next summary's, while a run is under way
+	stopped bool           // by stop: no more timers
+	pending sync.WaitGroup // summary calls scheduled or running
 }
 
-func newTooMany(logger *slog.Logger, interval time.Duration) *tooMany {
-	return &tooMany{logger: logger, interval: interval, routes: map[string]int{}}
+func newTooMany(logger *slog.Logger, c clock.Clock, interval time.Duration) *tooMany {
+	return &tooMany{logger: logger, clock: c, interval: interval, routes: map[string]int{}}
 }
 
 // refused records a 429 at now and reports whether it is the first of a
@@ -76,9 +81,11 @@ func newTooMany(logger *slog.Logger, interval time.Duration) *tooMany {
 func (t *tooMany) refused(now time.Duration, route string) (logIt bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.flushLocked(now, false)
 	if !t.running {
-		t.running, t.since = true, now
+		if !t.stopped { // after stop, every 429 is logged in full
+			t.running, t.since = true, now
+			t.armLocked()
+		}
 		return true
 	}
 	t.total++
@@ -86,22 +93,44 @@ func (t *tooMany) refused(now time.Duration, route string) (logIt bool) {
 	return false
 }
 
-// tick writes a summary that is due.
-func (t *tooMany) tick(now time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.flushLocked(now, false)
+// armLocked schedules the next summary, an interval from now.
+func (t *tooMany) armLocked() {
+	t.pending.Add(1)
+	t.timer = t.clock.AfterFunc(t.interval, t.due)
 }
 
-// flush writes what has not been written, whatever the interval.
-func (t *tooMany) flush(now time.Duration) {
+// due is the timer's call: the summary of the interval that ended, or the
+// end of a quiet run.
+func (t *tooMany) due() {
+	defer t.pending.Done()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.flushLocked(now, true)
+	if t.stopped || !t.running {
+		return
+	}
+	t.flushLocked(t.clock.Mono(), false)
+	if t.running {
+		t.armLocked()
+	}
+}
+
+// stop writes what has not been written, whatever the interval, stops the
+// timer and returns once no summary can be written any more. Safe to call
+// twice.
+func (t *tooMany) stop() {
+	t.mu.Lock()
+	if t.timer != nil && t.timer.Stop() {
+		t.pending.Done() // its call will never run
+	}
+	t.timer = nil
+	t.flushLocked(t.clock.Mono(), true)
+	t.stopped = true
+	t.mu.Unlock()
+	t.pending.Wait()
 }
 
 func (t *tooMany) flushLocked(now time.Duration, final bool) {
-	if !t.running || (!final && now-t.since < t.interval) {
+	if !t.running {
 		return
 	}
 	if t.total == 0 {

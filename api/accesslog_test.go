@@ -115,23 +115,51 @@ func TestAccessLogSummarisesTooManyRequests(t *testing.T) {
 func TestAccessLogRunEndsWhenQuiet(t *testing.T) {
 	var buf syncBuffer
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	tm := newTooMany(slog.New(slog.NewJSONHandler(&buf, nil)), 10*time.Second)
+	tm := newTooMany(slog.New(slog.NewJSONHandler(&buf, nil)), clock, 10*time.Second)
 	if !tm.refused(clock.Mono(), "POST /v1/messages") {
 		t.Fatal("the first 429 of a run was not to be logged")
 	}
 	if tm.refused(clock.Mono(), "POST /v1/messages") {
 		t.Fatal("the second 429 of a run was to be logged in full")
 	}
-	clock.Advance(10 * time.Second)
-	tm.tick(clock.Mono()) // the summary of the one counted
-	clock.Advance(10 * time.Second)
-	tm.tick(clock.Mono()) // nothing in 10 s: the run is over
+	clock.Advance(10 * time.Second) // the summary of the one counted
+	clock.Advance(10 * time.Second) // nothing in 10 s: the run is over
 	if !tm.refused(clock.Mono(), "GET /v1/inboxes") {
 		t.Error("the first 429 after a quiet interval was not to be logged in full")
 	}
-	tm.flush(clock.Mono())
+	tm.stop()
 	lines := buf.lines(t)
 	if len(lines) != 1 || lines[0].Count != 1 || lines[0].ByRoute["POST /v1/messages"] != 1 {
 		t.Errorf("lines %+v, want one summary of one 429", lines)
+	}
+}
+
+// The summary is written when its 10 s are up, by the timer, with no
+// further request to trigger it (issue 25: the throttle's summary came 9
+// minutes late, with the next request); Drain stops the timer.
+func TestAccessLogSummaryIsWrittenOnTime(t *testing.T) {
+	var buf syncBuffer
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	refused := fakeSender(func() (*store.Message, error) {
+		return nil, &throttle.RateLimitedError{RetryAfter: 12 * time.Second,
+			Violations: []throttle.Violation{{Window: throttle.GlobalMinute, Count: 5, Limit: 5, RetryAfter: 12 * time.Second}}}
+	})
+	h := New(Options{Store: fakeStore{}, Sender: refused, Clock: clock, Throttle: memThrottle(5, 0),
+		Logger: slog.New(slog.NewJSONHandler(&buf, nil)), AttachmentMaxSize: 1 << 20,
+		AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2, EmailDomain: "acme.test"})
+	for range 3 {
+		if rec := serve(h, "POST", "/v1/messages", validSend); rec.Code != http.StatusTooManyRequests {
+			t.Fatalf("status %d, want 429", rec.Code)
+		}
+	}
+	clock.Advance(10 * time.Second)
+	lines := buf.lines(t)
+	if len(lines) != 2 || lines[1].Msg != "requests answered 429 since the last report" || lines[1].Count != 2 ||
+		lines[1].OverMS != 10000 {
+		t.Fatalf("10 s after the first 429, with no request since: lines %+v, want the first 429 and a summary of 2", lines)
+	}
+	h.Drain()
+	if n := clock.Timers(); n != 0 {
+		t.Errorf("%d timers scheduled after Drain, want 0", n)
 	}
 }

@@ -155,10 +155,11 @@ type Server struct {
 
 // Drain makes every later request (but /health) a 503 with Retry-After: the
 // first step of a graceful shutdown, while the sends in flight finish. The
-// access log's pending summary of 429s is written now.
+// access log's pending summary of 429s is written now, and its timer
+// stopped.
 func (s *Server) Drain() {
 	s.api.draining.Store(true)
-	s.api.tooMany.flush(s.api.Clock.Mono())
+	s.api.tooMany.stop()
 }
 
 // New returns the HTTP handler of the whole API.
@@ -186,7 +187,7 @@ func New(o Options) *Server {
 		bodyLimit:    requestLimit(o),
 		authFailures: newAuthFailures(o.AuthFailureLimit),
 		hosts:        NewHostPolicy(o.AllowedHosts),
-		tooMany:      newTooMany(o.Logger, tooManyLogInterval),
+		tooMany:      newTooMany(o.Logger, o.Clock, tooManyLogInterval),
 	}
 	var err error
 	if a.docsFiles, err = loadDocsFiles(); err != nil {

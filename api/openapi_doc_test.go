@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/nornweave/nornweave/internal/clocktest"
 )
 
 // loadDoc loads openapi.json with its references resolved.
@@ -128,7 +133,7 @@ func TestOpenAPIEveryResponseHasXRequestId(t *testing.T) {
 }
 
 // Every operation shows a request (a curl line in its description), every
-// parameter and request body has examples, and each example is valid
+// parameter (but an optional header: in words) and request body has examples, and each example is valid
 // against its schema; the send is the first operation and its tag the
 // first, so the reference page opens on it.
 func TestOpenAPIExamples(t *testing.T) {
@@ -140,6 +145,15 @@ func TestOpenAPIExamples(t *testing.T) {
 		}
 		params := append(doc.Paths.Value(path).Parameters, op.Parameters...)
 		for _, p := range params {
+			if p.Value.In == "header" && !p.Value.Required {
+				// Try it out sends a header's example with every Execute:
+				// a pre-filled Idempotency-Key made the second try a 422.
+				// Its example is in words, in the description.
+				if p.Value.Example != nil || len(p.Value.Examples) > 0 || !strings.Contains(p.Value.Description, "e.g. ") {
+					t.Errorf("%s: optional header %s has an example value, or no \"e.g. \" in its description", name, p.Value.Name)
+				}
+				continue
+			}
 			if p.Value.Example == nil && len(p.Value.Examples) == 0 {
 				t.Errorf("%s: parameter %s has no example", name, p.Value.Name)
 			} else if p.Value.Example != nil {
@@ -199,4 +213,55 @@ func firstMember(t *testing.T, obj json.RawMessage) (string, json.RawMessage) {
 		t.Fatal(err)
 	}
 	return key.(string), v
+}
+
+// The document's example times are served on the day after the request,
+// so a scheduled example sent by Try it out is within SCHEDULE_MAX_AHEAD's
+// default, whatever the day (issue 25: examples in 2030 were refused with
+// 422). Everything else is served as written.
+func TestOpenAPIExampleTimesAreAcceptedWhenServed(t *testing.T) {
+	for _, now := range []time.Time{
+		time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(2027, 2, 28, 12, 0, 0, 0, time.FixedZone("", -10*3600)),
+	} {
+		h := New(Options{Store: fakeStore{}, Clock: clocktest.New(now), Throttle: memThrottle(5, 0),
+			AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2})
+		rec := serve(h, "GET", "/openapi.json", "")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET /openapi.json = %d", rec.Code)
+		}
+		doc, err := openapi3.NewLoader().LoadFromData(rec.Body.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		requestExample := func(method, path, name string) string {
+			t.Helper()
+			op := doc.Paths.Value(path).GetOperation(method)
+			ex := op.RequestBody.Value.Content.Get("application/json").Examples[name]
+			if ex == nil {
+				t.Fatalf("%s %s has no request example %q", method, path, name)
+			}
+			at, _ := ex.Value.Value.(map[string]any)["scheduled_at"].(string)
+			return at
+		}
+		for _, at := range []string{requestExample("POST", "/v1/messages", "scheduled"),
+			requestExample("PATCH", "/v1/messages/{id}", "later")} {
+			when, err := time.Parse(time.RFC3339, at)
+			if err != nil {
+				t.Fatalf("scheduled_at example %q: %v", at, err)
+			}
+			// Held (more than a second ahead), not refused (at most the
+			// default SCHEDULE_MAX_AHEAD, 720h).
+			if ahead := when.Sub(now); ahead <= time.Second || ahead > 720*time.Hour {
+				t.Errorf("served at %s, the example scheduled_at %s is %s ahead, want within (1s, 720h]", now, at, ahead)
+			}
+		}
+		tomorrow := now.UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+		want := bytes.ReplaceAll(OpenAPIDocument, []byte(`"`+exampleDay+"T"), []byte(`"`+tomorrow+"T"))
+		if !bytes.Equal(rec.Body.Bytes(), want) || rec.Header().Get("Content-Length") != strconv.Itoa(len(want)) {
+			t.Errorf("at %s the document served (Content-Length %q) is not the file with %s for %s",
+				now, rec.Header().Get("Content-Length"), tomorrow, exampleDay)
+		}
+	}
 }

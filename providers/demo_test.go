@@ -14,7 +14,7 @@ import (
 
 func TestDemoSend(t *testing.T) {
 	var buf bytes.Buffer
-	d := NewDemo(slog.New(slog.NewJSONHandler(&buf, nil)))
+	d := NewDemo(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	m := Message{
 		MessageID: "<id-1@example.com>",
 		From:      "inbox@example.com",
@@ -46,7 +46,7 @@ func TestDemoSend(t *testing.T) {
 		t.Fatalf("log line is not JSON: %v", err)
 	}
 	want := map[string]any{
-		"level": "INFO", "message_id": m.MessageID, "from": m.From,
+		"level": "DEBUG", "message_id_header": m.MessageID, "from": m.From,
 		"recipient_count": float64(3), "subject_length": float64(5),
 	}
 	for k, v := range want {

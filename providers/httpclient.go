@@ -139,7 +139,7 @@ func (b *httpBase) call(ctx context.Context, messageID string, do func(context.C
 	id, err := do(withAttempt(ctx, a))
 	attrs := []any{
 		slog.String("provider", b.name),
-		slog.String("message_id", messageID),
+		slog.String("message_id_header", messageID),
 		slog.Int("http_status", a.status),
 		slog.Int64("duration_ms", b.now().Sub(start).Milliseconds()),
 	}

@@ -212,7 +212,7 @@ func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
 
 	reused, err := p.send(ctx, msg, m.Size())
 	attrs := []any{
-		slog.String("message_id", m.MessageID),
+		slog.String("message_id_header", m.MessageID),
 		slog.String("smtp_addr", p.addr),
 		slog.Int64("duration_ms", time.Since(start).Milliseconds()),
 		slog.Bool("reused", reused),

@@ -63,8 +63,9 @@ func (s *Sender) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { s.inFlight.Wait(); close(done) }()
 	// New sends are refused from here on: the refusals counted so far are
-	// all there will be. flush is a no-op on the second call.
-	defer s.refusals.flush()
+	// all there will be. stop writes their summary and stops its timer; it
+	// is a no-op on the second call.
+	defer s.refusals.stop()
 	select {
 	case <-done:
 		return nil

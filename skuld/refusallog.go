@@ -22,8 +22,14 @@ const DefaultRefusalLogInterval = 10 * time.Second
 // details; the rest are counted, and one summary line with the exact counts
 // per window is logged per interval while refusals go on, and a last one at
 // shutdown. A quiet interval ends the run, so the next refusal is logged in
-// full again. Time is the Sender's Clock, so tests drive it without
-// sleeping. It is safe for concurrent use.
+// full again.
+//
+// The summaries are written by a timer it owns, armed by the first refusal
+// of a run and re-armed by each summary: on time, not when the next
+// refusal or send happens to come (a summary once came 9 minutes late).
+// Time, timer included, is the Sender's Clock, so tests advance it without
+// sleeping. stop writes the last summary and stops the timer. It is safe
+// for concurrent use.
 type refusalLog struct {
 	logger   *slog.Logger
 	clock    clock.Clock
@@ -35,15 +41,22 @@ type refusalLog struct {
 	total   int           // refusals since, not yet logged
 	full    [4]int        // of which each window (throttle.Windows) was full
 	retry   int           // the last refusal's Retry-After
+	timer   clock.Timer   // the next summary's, while a run is under way
+	stopped bool          // by stop: no more timers
+	// pending counts the summary calls scheduled or running, so that stop
+	// returns only once none can write any more.
+	pending sync.WaitGroup
 }
 
-// refused records one refusal and logs what is due.
+// refused records one refusal and logs it in full if it starts a run.
 func (r *refusalLog) refused(ctx context.Context, e *throttle.RateLimitedError) {
 	now := r.clock.Mono()
 	r.mu.Lock()
-	r.flushLocked(now, false)
 	if !r.running {
-		r.running, r.since = true, now
+		if !r.stopped { // after stop, every refusal is news: nothing sums up
+			r.running, r.since = true, now
+			r.armLocked()
+		}
 		r.mu.Unlock()
 		r.logger.WarnContext(ctx, "send refused by throttle",
 			slog.String("windows", windowNames(e)),
@@ -60,27 +73,44 @@ func (r *refusalLog) refused(ctx context.Context, e *throttle.RateLimitedError) 
 	r.mu.Unlock()
 }
 
-// tick logs a summary that is due; the Sender calls it on admitted sends,
-// so a run that ends is summed up without waiting for the next refusal.
-func (r *refusalLog) tick() {
-	now := r.clock.Mono()
+// armLocked schedules the next summary, an interval from now.
+func (r *refusalLog) armLocked() {
+	r.pending.Add(1)
+	r.timer = r.clock.AfterFunc(r.interval, r.due)
+}
+
+// due is the timer's call: the summary of the interval that ended, or the
+// end of the run if it was quiet.
+func (r *refusalLog) due() {
+	defer r.pending.Done()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopped || !r.running {
+		return
+	}
+	r.flushLocked(r.clock.Mono(), false)
 	if r.running {
-		r.flushLocked(now, false)
+		r.armLocked()
 	}
 }
 
-// flush logs what has not been logged yet, whatever the interval: the last
-// summary, at shutdown.
-func (r *refusalLog) flush() {
+// stop logs what has not been logged yet, whatever the interval (the last
+// summary, at shutdown), stops the timer and returns once no summary can
+// be written any more. Safe to call twice: the second logs nothing.
+func (r *refusalLog) stop() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	if r.timer != nil && r.timer.Stop() {
+		r.pending.Done() // its call will never run
+	}
+	r.timer = nil
 	r.flushLocked(r.clock.Mono(), true)
+	r.stopped = true
+	r.mu.Unlock()
+	r.pending.Wait()
 }
 
 func (r *refusalLog) flushLocked(now time.Duration, final bool) {
-	if !r.running || (!final && now-r.since < r.interval) {
+	if !r.running {
 		return
 	}
 	if r.total == 0 {
@@ -91,8 +121,7 @@ func (r *refusalLog) flushLocked(now time.Duration, final bool) {
 	if final {
 		msg = "sends refused by throttle before shutdown"
 	}
-	// Not ctx: a summary is of many requests, and must not carry the
-	// request id of the one that happened to trigger it.
+	// Not a request's ctx: a summary is of many requests.
 	attrs := []any{slog.Int("refused", r.total)}
 	for i, w := range throttle.Windows {
 		attrs = append(attrs, slog.Int(strings.ReplaceAll(w.String(), "-", "_")+"_full", r.full[i]))

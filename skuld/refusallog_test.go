@@ -95,14 +95,82 @@ func TestRefusalAfterQuietIntervalIsLoggedInFull(t *testing.T) {
 	e := &throttle.RateLimitedError{RetryAfter: time.Second,
 		Violations: []throttle.Violation{{Window: throttle.GlobalMinute, Count: 1, Limit: 1}}}
 	r.refused(context.Background(), e)
-	clock.Advance(2 * time.Second)
-	r.tick() // nothing counted: the run ends silently
+	clock.Advance(2 * time.Second) // nothing counted: the run ends silently
 	r.refused(context.Background(), e)
+	r.stop()
 	if n := strings.Count(buf.String(), `"msg":"send refused by throttle"`); n != 2 {
 		t.Errorf("full refusal lines = %d, want 2:\n%s", n, buf.String())
 	}
 	if strings.Contains(buf.String(), "since the last report") {
 		t.Errorf("a summary of nothing was logged:\n%s", buf.String())
+	}
+}
+
+// The summary is written when its interval ends, by the timer, with no
+// further refusal or send to trigger it (issue 25: it came 9 minutes late,
+// with the next refusal); a quiet interval after it ends the run, and the
+// timer with it.
+func TestRefusalSummaryIsWrittenOnTime(t *testing.T) {
+	var buf bytes.Buffer
+	clock := newFakeClock()
+	lim := throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: 1}, throttle.Limits{})
+	s := NewSender(Options{Store: newMemStore(), Provider: &fakeProvider{}, Throttle: throttle.NewMemory(lim, clock),
+		Clock: clock, Logger: slog.New(slog.NewJSONHandler(&buf, nil)), RefusalLogInterval: 10 * time.Second})
+	req := SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s"}
+	ctx := context.Background()
+	if _, err := s.Send(ctx, req); err != nil {
+		t.Fatalf("first send: %v", err)
+	}
+	for range 3 { // the first in full, two counted
+		if _, err := s.Send(ctx, req); err == nil {
+			t.Fatal("a send over the limit was admitted")
+		}
+	}
+	summaries := func() int { return strings.Count(buf.String(), "since the last report") }
+	clock.Advance(10*time.Second - time.Millisecond)
+	if n := summaries(); n != 0 {
+		t.Fatalf("a summary before its interval ended:\n%s", buf.String())
+	}
+	clock.Advance(time.Millisecond)
+	if n := summaries(); n != 1 || !strings.Contains(buf.String(), `"refused":2,`) ||
+		!strings.Contains(buf.String(), `"over_ms":10000`) {
+		t.Fatalf("at the end of the interval, %d summaries, want 1 of 2 refusals over 10000 ms:\n%s", n, buf.String())
+	}
+	clock.Advance(10 * time.Second) // quiet: the run ends, nothing to say
+	if n := summaries(); n != 1 {
+		t.Errorf("a quiet interval wrote a summary:\n%s", buf.String())
+	}
+	if n := clock.Timers(); n != 0 {
+		t.Errorf("%d timers still scheduled after the run ended, want 0", n)
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "before shutdown") {
+		t.Errorf("shutdown summed up refusals already reported:\n%s", buf.String())
+	}
+}
+
+// Shutdown writes the last summary and stops the timer: nothing is
+// scheduled after it, and a second Shutdown writes nothing.
+func TestRefusalLogStopsWithTheSender(t *testing.T) {
+	var buf bytes.Buffer
+	clock := newFakeClock()
+	r := &refusalLog{logger: slog.New(slog.NewJSONHandler(&buf, nil)), clock: clock, interval: 10 * time.Second}
+	e := &throttle.RateLimitedError{RetryAfter: time.Second,
+		Violations: []throttle.Violation{{Window: throttle.GlobalMinute, Count: 1, Limit: 1}}}
+	for range 3 {
+		r.refused(context.Background(), e)
+	}
+	r.stop()
+	r.stop()
+	if n := clock.Timers(); n != 0 {
+		t.Errorf("%d timers scheduled after stop, want 0", n)
+	}
+	clock.Advance(time.Minute)
+	if n := strings.Count(buf.String(), "before shutdown"); n != 1 || !strings.Contains(buf.String(), `"refused":2,`) ||
+		strings.Contains(buf.String(), "since the last report") {
+		t.Errorf("want one last summary of 2 refusals and no other:\n%s", buf.String())
 	}
 }
 

@@ -230,7 +230,6 @@ func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
 		}
 		return Result{}, err
 	}
-	s.refusals.tick()
 
 	// Rendering comes after admission, so that a refusal costs none; it
 	// stops, and the slot is given back, if the client has gone.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,8 @@ func chromiumPath() string {
 // the real server, the page is styled by Swagger UI's CSS with no CSP
 // violation, the send is the first operation, and "Authorize" → "Try it
 // out" → "Execute" sends a message through the server with the API key:
-// the SMTP server receives it. Chromium must be installed (make test runs
+// the SMTP server receives it. A second Execute with another body sends
+// too: Try it out pre-fills no Idempotency-Key (issue 25). Chromium must be installed (make test runs
 // scripts/ensure-chromium.sh); a missing one fails the test.
 func TestDocsInABrowser(t *testing.T) {
 	started := time.Now()
@@ -131,19 +133,31 @@ func TestDocsInABrowser(t *testing.T) {
 		chromedp.Click(css(send+" .opblock-summary-control")),
 		chromedp.Click(css(send+" .try-out__btn")),
 		chromedp.WaitVisible(css(send+" textarea.body-param__text")))
-	eval(fmt.Sprintf(`(() => {
+	// The Idempotency-Key field starts empty: a pre-filled key would be
+	// sent with every Execute, and the second, with another body, would
+	// be a 422 idempotency_key_reused.
+	keyField := eval(`(() => { const i = document.querySelector(` +
+		`"` + send + ` tr[data-param-name='Idempotency-Key'] input"); return i ? "[" + i.value + "]" : "missing"; })()`)
+	// Two sends, two bodies, as a new user tries the page: both must go out.
+	const answer = send + " .live-responses-table tr.response td.response-col_status"
+	var statuses []string
+	for i, subject := range []string{"Sent from /docs", "Sent from /docs, again"} {
+		if i > 0 {
+			run("clear the first answer", chromedp.Click(css(send+" .btn-clear")), chromedp.WaitNotPresent(css(answer)))
+		}
+		eval(fmt.Sprintf(`(() => {
 		const ta = document.querySelector(%q);
 		const set = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, "value").set;
 		const body = JSON.parse(ta.value);
 		body.inbox_id = %q;
-		body.subject = "Sent from /docs";
+		body.subject = %q;
 		set.call(ta, JSON.stringify(body, null, 2));
 		ta.dispatchEvent(new Event("input", {bubbles: true}));
 		return "";
-	})()`, send+" textarea.body-param__text", inbox))
-	const answer = send + " .live-responses-table tr.response td.response-col_status"
-	run("execute", chromedp.Click(css(send+" .btn.execute")), chromedp.WaitVisible(css(answer)))
-	status := eval(`document.querySelector("` + answer + `").innerText`)
+	})()`, send+" textarea.body-param__text", inbox, subject))
+		run("execute", chromedp.Click(css(send+" .btn.execute")), chromedp.WaitVisible(css(answer)))
+		statuses = append(statuses, strings.TrimSpace(eval(`document.querySelector("`+answer+`").innerText`)))
+	}
 	// The control: a violation made on purpose (an inline style element;
 	// the policy has no 'unsafe-inline') must be seen both ways, or the
 	// checks see nothing. Each violation is one event and one console line.
@@ -178,22 +192,32 @@ func TestDocsInABrowser(t *testing.T) {
 	if postColor != "rgba(73, 204, 144, 0.1)" || !strings.Contains(fontFamily, "sans-serif") {
 		t.Errorf("the page is not styled by Swagger UI: POST block background %q, title font %q", postColor, fontFamily)
 	}
-	if strings.TrimSpace(status) != "201" {
-		t.Errorf("Execute answered %q, want 201", status)
+	if keyField != "[]" {
+		t.Errorf("Try it out pre-fills Idempotency-Key with %s, want it empty", keyField)
+	}
+	if len(statuses) != 2 || statuses[0] != "201" || statuses[1] != "201" {
+		t.Errorf("two Executes with two bodies answered %q, want 201 both times", statuses)
 	}
 	if len(violations) > 0 {
 		t.Errorf("CSP violations (the last is the deliberate one):\n%s", strings.Join(violations, "\n"))
 	}
 	// The server's side: the call arrived with the key (a 401 otherwise)
 	// and went out through the pipeline to the SMTP server.
-	s.SMTP.WaitForCount(t, 1)
-	m := s.SMTP.Messages()[0]
-	if got := m.Header.Get("Subject"); got != "Sent from /docs" || len(m.To) != 1 || m.To[0] != "ann@example.com" {
-		t.Errorf("the SMTP server got subject %q to %v, want the page's send to ann@example.com", got, m.To)
+	s.SMTP.WaitForCount(t, 2)
+	var subjects []string
+	for _, m := range s.SMTP.Messages() {
+		subjects = append(subjects, m.Header.Get("Subject"))
+		if len(m.To) != 1 || m.To[0] != "ann@example.com" {
+			t.Errorf("the SMTP server got %q to %v, want the page's send to ann@example.com", m.Header.Get("Subject"), m.To)
+		}
+	}
+	slices.Sort(subjects)
+	if want := []string{"Sent from /docs", "Sent from /docs, again"}; !slices.Equal(subjects, want) {
+		t.Errorf("the SMTP server got subjects %q, want %q", subjects, want)
 	}
 	r := s.do(t, "GET", "/v1/messages?inbox_id="+inbox, nil, "X-API-Key", key)
-	if mustStatus(t, r, 200); !strings.Contains(string(r.Body), `"status":"sent"`) {
-		t.Errorf("the inbox's messages: %s, want the page's send, sent", r.Body)
+	if mustStatus(t, r, 200); strings.Count(string(r.Body), `"status":"sent"`) != 2 {
+		t.Errorf("the inbox's messages: %s, want the page's two sends, sent", r.Body)
 	}
 
 	if path := os.Getenv("NORNWEAVE_DOCS_SCREENSHOT"); path != "" {

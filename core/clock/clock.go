@@ -17,6 +17,17 @@ type Clock interface {
 	// Mono returns the time elapsed since a fixed origin; it never
 	// decreases, whatever the wall clock does.
 	Mono() time.Duration
+	// AfterFunc calls f once d has passed on Mono, and returns a Timer
+	// that can cancel the call. The caller owns the timer: it stops it
+	// when it stops (STYLE 19).
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// A Timer is a call scheduled by AfterFunc.
+type Timer interface {
+	// Stop cancels the call. It reports whether it did: false if f has
+	// run, is running, or was canceled already.
+	Stop() bool
 }
 
 // System is the process's clock: Now is time.Now and Mono is Go's
@@ -32,6 +43,10 @@ func (c System) Now() time.Time { return time.Now() }
 // Mono implements Clock. time.Since uses the monotonic reading that
 // time.Now carries, so a step of the wall clock does not show here.
 func (c System) Mono() time.Duration { return time.Since(c.origin) }
+
+// AfterFunc implements Clock with time.AfterFunc: f runs in its own
+// goroutine.
+func (c System) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // MonoAt maps a wall time recorded earlier (a send restored from the
 // database) onto c's monotonic axis, measuring its age with the wall clock

@@ -5,11 +5,13 @@ package apptest
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/core/logging"
 	"github.com/nornweave/nornweave/internal/app"
@@ -52,10 +54,34 @@ type Server struct {
 // of the test. Server logs at WARN and above go to the test log.
 func Start(tb testing.TB, cfg config.Config) *Server {
 	tb.Helper()
+	return StartWith(tb, cfg, Options{})
+}
+
+// Options are what StartWith changes from Start.
+type Options struct {
+	// Log receives the server's JSON log lines at LogLevel and above
+	// (nil: the test log, at WARN and above).
+	Log      io.Writer
+	LogLevel slog.Level
+	// Clock is the app's time (nil: the system clock); see app.WithClock.
+	Clock clock.Clock
+}
+
+// StartWith is Start with o.
+func StartWith(tb testing.TB, cfg config.Config, o Options) *Server {
+	tb.Helper()
 	if err := cfg.Validate(); err != nil {
 		tb.Fatalf("test configuration invalid: %v", err)
 	}
-	a, err := app.New(context.Background(), cfg, logging.New(LogWriter{tb}, slog.LevelWarn), "test")
+	logger := logging.New(LogWriter{tb}, slog.LevelWarn)
+	if o.Log != nil {
+		logger = logging.New(o.Log, o.LogLevel)
+	}
+	var opts []app.Option
+	if o.Clock != nil {
+		opts = append(opts, app.WithClock(o.Clock))
+	}
+	a, err := app.New(context.Background(), cfg, logger, "test", opts...)
 	if err != nil {
 		tb.Fatalf("app.New: %v", err)
 	}
