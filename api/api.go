@@ -50,6 +50,10 @@ type Sender interface {
 	// once it is no longer held.
 	Cancel(ctx context.Context, id string) (*store.Message, error)
 	Reschedule(ctx context.Context, id string, at time.Time) (*store.Message, error)
+	// CloseInbox waits for the inbox's sends in flight and keeps new ones
+	// out until reopen: a send and the deletion of its inbox are ordered
+	// (see skuld.Sender.CloseInbox).
+	CloseInbox(ctx context.Context, id string) (reopen func(), err error)
 }
 
 // Throttle reports the state of the send throttle: the global windows, and
