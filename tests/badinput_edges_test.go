@@ -205,3 +205,33 @@ func TestBadInputSendRacesInboxDelete(t *testing.T) {
 		}
 	})
 }
+
+// TestBadInputHeldSendRacesInboxDelete is the race for a scheduled
+// message: its dispatch holds the inbox from its claim to its record, so
+// the deletion waits for it, and nothing is logged at ERROR.
+func TestBadInputHeldSendRacesInboxDelete(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s, logs := startWatched(t, driver, nil)
+		inbox := s.createInbox(t, "doomed")
+		hold := s.SMTP.HoldAt(smtptest.AtData)
+		defer hold.Release()
+		r := s.sendAt(t, inbox, "ann@example.com", time.Now().Add(2*time.Second))
+		mustStatus(t, r, http.StatusAccepted)
+		<-hold.Reached()
+
+		deleted := make(chan response, 1)
+		go func() { deleted <- s.do(t, "DELETE", "/v1/inboxes/"+inbox, nil) }()
+		select {
+		case <-logs.wait("inbox deletion waits for its sends in flight"):
+		case r := <-deleted:
+			t.Fatalf("the inbox was deleted (%d) while its held send was with the mail server", r.Status)
+		}
+		hold.Release()
+		mustStatus(t, <-deleted, http.StatusNoContent)
+		s.SMTP.WaitForCount(t, 1)
+		<-logs.wait(`"msg":"message sent"`)
+		if errs := logs.matching(`"level":"ERROR"`); len(errs) > 0 {
+			t.Errorf("logged at ERROR: %s", strings.Join(errs, "\n"))
+		}
+	})
+}
