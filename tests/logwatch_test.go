@@ -86,6 +86,12 @@ func startWatched(t *testing.T, driver string, change func(*config.Config)) (*se
 	if change != nil {
 		change(&cfg)
 	}
+	return startWatchedConfig(t, cfg, mx)
+}
+
+// startWatchedConfig is startWatched on cfg as given, sending to mx.
+func startWatchedConfig(t *testing.T, cfg config.Config, mx *smtptest.Server) (*server, *logWatch) {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test configuration invalid: %v", err)
 	}
