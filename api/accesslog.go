@@ -16,6 +16,19 @@ import (
 // writes one summary line instead of a line per refused request.
 const tooManyLogInterval = 10 * time.Second
 
+// maxLoggedField is the most of a request's method or path the access log
+// writes: both are the client's to choose, up to the 1 MB header limit,
+// and one line per request must not become a megabyte per request.
+const maxLoggedField = 256
+
+// clip is s cut to maxLoggedField bytes, marked as cut.
+func clip(s string) string {
+	if len(s) <= maxLoggedField {
+		return s
+	}
+	return s[:maxLoggedField] + "...(cut)"
+}
+
 // accessLog logs one line per request after the error handler has run, so
 // that the line has the final status. 429s are summarised (see tooMany):
 // a retry storm against the throttle was 69,477 access lines in 15 s.
@@ -31,10 +44,10 @@ func (a *API) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			route = "unmatched"
 		}
 		now := a.Clock.Mono()
-		attrs := []slog.Attr{slog.String("method", req.Method), slog.String("path", req.URL.Path),
+		attrs := []slog.Attr{slog.String("method", clip(req.Method)), slog.String("path", clip(req.URL.Path)),
 			slog.Int("status", status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000)}
 		if status == http.StatusTooManyRequests {
-			if !a.tooMany.refused(now, req.Method+" "+route) {
+			if !a.tooMany.refused(now, methodLabel(req.Method)+" "+route) {
 				return nil // counted; the summary will say it
 			}
 			attrs = append(attrs, slog.Int("similar_summarized_every_s", int(a.tooMany.interval/time.Second)))

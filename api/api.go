@@ -50,6 +50,10 @@ type Sender interface {
 	// once it is no longer held.
 	Cancel(ctx context.Context, id string) (*store.Message, error)
 	Reschedule(ctx context.Context, id string, at time.Time) (*store.Message, error)
+	// CloseInbox waits for the inbox's sends in flight and keeps new ones
+	// out until reopen: a send and the deletion of its inbox are ordered
+	// (see skuld.Sender.CloseInbox).
+	CloseInbox(ctx context.Context, id string) (reopen func(), err error)
 }
 
 // Throttle reports the state of the send throttle: the global windows, and
@@ -125,6 +129,11 @@ type Options struct {
 	// QueueOnThrottle is SEND_ON_THROTTLE=queue: the on_throttle of a
 	// send that does not say.
 	QueueOnThrottle bool
+	// DownloadMinRate and DownloadGrace are the rate, in bytes a second,
+	// at which a client must read an attachment's content after the
+	// grace, or be cut off (see rateWriter); 0: 32 KiB/s after 10 s.
+	DownloadMinRate int64
+	DownloadGrace   time.Duration
 }
 
 // API holds the handlers' dependencies.
@@ -175,6 +184,12 @@ func New(o Options) *Server {
 	}
 	if o.Metrics == nil {
 		o.Metrics = nopMetrics{}
+	}
+	if o.DownloadMinRate <= 0 {
+		o.DownloadMinRate = minDownloadRate
+	}
+	if o.DownloadGrace <= 0 {
+		o.DownloadGrace = downloadGrace
 	}
 	if o.ScheduleMaxAhead <= 0 {
 		o.ScheduleMaxAhead = 30 * 24 * time.Hour

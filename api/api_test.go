@@ -48,6 +48,8 @@ func (f fakeSender) Reschedule(context.Context, string, time.Time) (*store.Messa
 	return f()
 }
 
+func (f fakeSender) CloseInbox(context.Context, string) (func(), error) { return func() {}, nil }
+
 // memThrottle is the in-memory throttle with global limits.
 func memThrottle(perMinute, perHour int) throttle.Throttle {
 	return throttle.NewMemory(throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: perMinute, PerHour: perHour},

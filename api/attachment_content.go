@@ -84,6 +84,7 @@ func (a *API) getAttachmentContent(c echo.Context) error {
 		return err
 	}
 	defer f.Close()
+	a.paceDownload(c) // a slow reader gives the budget back (download.go)
 	if format == "base64" {
 		return writeBase64Content(c, f)
 	}

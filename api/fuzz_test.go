@@ -93,3 +93,5 @@ func FuzzDecodeSend(f *testing.F) {
 		}
 	})
 }
+
+func (c *capture) CloseInbox(context.Context, string) (func(), error) { return func() {}, nil }

@@ -54,7 +54,7 @@ func (a *API) readScheduledAt(obj object) *time.Time {
 		obj.add("scheduled_at", "Input should be a valid string", "string_type")
 		return nil
 	}
-	at, err := time.Parse(time.RFC3339Nano, s)
+	at, err := parseRFC3339(s)
 	if err != nil {
 		obj.add("scheduled_at", "Input should be an RFC 3339 date-time with an offset, like 2030-01-02T15:04:05+00:00", "datetime_parsing")
 		return nil

@@ -32,8 +32,8 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // checkRequest refuses what no handler should see: header blocks above
-// maxHeaderBytes (431), and a NUL or invalid UTF-8 in the path or the query
-// (422). PostgreSQL refuses both in text, so an id or a search term with
+// maxHeaderBytes (431), a query that does not parse (422, see checkRawQuery),
+// and a NUL or invalid UTF-8 in the path or the query (422). PostgreSQL refuses both in text, so an id or a search term with
 // one was a 500 there and a 404 on SQLite; no id or term contains one.
 func checkRequest(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -49,6 +49,9 @@ func checkRequest(next echo.HandlerFunc) echo.HandlerFunc {
 				"Request header fields too large: the limit is 64 KB")
 		}
 		if err := checkText(r.URL.Path, "path"); err != nil {
+			return err
+		}
+		if err := checkRawQuery(r.URL.RawQuery); err != nil {
 			return err
 		}
 		for name, vs := range r.URL.Query() {

@@ -21,7 +21,16 @@ import (
 func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Duration, m *store.Message, inbox *store.Inbox, req SendRequest) throttle.Snapshot {
 	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), end, m)
 	out, windows := s.conclude(ctx, tk, m, providerID, sendErr)
-	if err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out); err != nil {
+	err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out)
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted with its inbox meanwhile, through another server (this
+		// one's deletions wait for the inbox's sends: inboxGates). Not a
+		// fault of ours: the deletion took the message's record with it.
+		s.o.Logger.WarnContext(ctx, "message deleted with its inbox while it was being sent; its outcome is not recorded",
+			slog.String("message_id", m.ID), slog.String("status", out.Status))
+		return windows
+	}
+	if err != nil {
 		// The provider has answered and the throttle is settled; the row
 		// stays "sending" and its slot in flight, both resolved at the
 		// next start-up, where the slot counts.

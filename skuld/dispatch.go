@@ -227,6 +227,12 @@ func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.In
 		}
 	}
 	ctx = context.WithoutCancel(ctx) // from the claim on, the send finishes and is recorded
+	leave, err := s.sending(ctx, inbox.ID)
+	if err != nil {
+		s.settle(ctx, tk.Release, m.ID)
+		return Step{}, err
+	}
+	defer leave()
 	at := s.o.Clock.Now().UTC()
 	slot := &store.SendSlot{Scope: InboxKey(inbox), ReservedAt: at, Deadline: at.Add(lease)}
 	if err := h.Store.ClaimHeld(ctx, m, slot); err != nil {

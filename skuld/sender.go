@@ -123,6 +123,8 @@ type Sender struct {
 	inFlight sync.WaitGroup
 	next     uint64
 	ends     map[uint64]time.Duration // mono by which each send in flight ends at the latest
+
+	gates inboxGates // a send against the deletion of its inbox
 }
 
 // NewSender returns a Sender.
@@ -195,6 +197,11 @@ const maxInboxChanges = 3
 // date on a shared database (store.ErrInboxChanged: nothing was recorded
 // or taken; judge again).
 func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
+	leave, err := s.sending(ctx, req.InboxID)
+	if err != nil {
+		return Result{}, err
+	}
+	defer leave()
 	inbox, thread, parent, err := s.load(ctx, req)
 	if err != nil {
 		return Result{}, err

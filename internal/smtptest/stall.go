@@ -67,6 +67,7 @@ const contentReadBuffer = 64 << 10
 type stageAction struct {
 	delay time.Duration
 	reset bool
+	hold  *Hold
 }
 
 // Stall makes every following session wait d at stage before going on, as
@@ -96,7 +97,7 @@ func (s *Server) stallsAt(stage Stage) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.stages[stage]
-	return a.delay > 0 || a.reset
+	return a.delay > 0 || a.reset || a.hold != nil
 }
 
 // at carries out what is set for stage on connection c (nil when the
@@ -106,6 +107,12 @@ func (s *Server) at(stage Stage, c *trackedConn) {
 	a := s.stages[stage]
 	s.mu.Unlock()
 	switch {
+	case a.hold != nil:
+		a.hold.arrive()
+		select {
+		case <-a.hold.release:
+		case <-s.quit:
+		}
 	case a.reset && c != nil:
 		c.reset()
 	case a.delay > 0:
