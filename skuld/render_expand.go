@@ -1,0 +1,78 @@
+package skuld
+
+import "strings"
+
+// Two constructs make goldmark's output, or its tree, grow faster than the
+// body (issue 25), whatever the paragraphs cost to parse:
+//
+//   - A link reference definition is rendered again at each use: one
+//     definition with a 75 KB destination and 25,000 "[a]" in short
+//     paragraphs (150 KB) came out at gigabytes. The tree stays linear (the
+//     uses share the destination's bytes); the capped writer stops the
+//     rendering, and this count refuses such a body before it is parsed.
+//   - A GFM table pads every row to the header's cells: a header of 1,500
+//     cells over 4,500 one-word rows is 6.75 million cells in the tree
+//     from 35 KB. The tree itself is quadratic, so this must be counted
+//     before goldmark parses; the capped writer alone would come too late.
+//
+// expansion counts both, in one pass, conservatively: a use is any "]" not
+// opening an inline link's destination or a definition's, and what a use
+// can expand to is bounded by the largest blank-line-separated block that
+// holds a "]:" (a definition, its destination and its title never span a
+// blank line); a table's rows are every non-blank line after a line that
+// looks like a delimiter row, each charged the cells goldmark pads it with
+// (the delimiter's runs of dashes, less the row's own '|', which tooComplex
+// already charges as cells), containers or not.
+type expansion struct {
+	uses     int // "]" that may be a reference's use
+	defMax   int // bytes of the largest block holding a "]:"
+	block    int // bytes of the current block
+	blockDef bool
+	cols     int // columns of the table whose rows may follow
+	cells    int // padding cells goldmark adds to tables' rows
+}
+
+// line counts a non-blank line outside fenced code.
+func (e *expansion) line(line string) {
+	e.block += len(line) + 1
+	defs := strings.Count(line, "]:")
+	e.blockDef = e.blockDef || defs > 0
+	e.uses += strings.Count(line, "]") - defs - strings.Count(line, "](")
+	if pipes := strings.Count(line, "|"); e.cols > pipes {
+		e.cells += e.cols - pipes // the cells goldmark adds; each '|' is paid for already
+	}
+	if c := delimiterColumns(line); c > 1 {
+		e.cols = c
+	}
+}
+
+// blank ends a block: a definition cannot continue past it, nor a table.
+func (e *expansion) blank() {
+	if e.blockDef {
+		e.defMax = max(e.defMax, e.block)
+	}
+	e.block, e.blockDef, e.cols = 0, false, 0
+}
+
+// references is what the uses may expand to, in bytes, at most.
+func (e *expansion) references() int {
+	e.blank()
+	return e.uses * e.defMax
+}
+
+// delimiterColumns is the number of columns of a line that may be a GFM
+// table's delimiter row, after any container prefix ('>', list markers,
+// whitespace), or 0: only '-', ':', '|' and whitespace, and a '|'.
+func delimiterColumns(line string) int {
+	rest := strings.TrimLeft(line, " \t>")
+	if strings.Trim(rest, " \t-|:") != "" || !strings.Contains(rest, "|") {
+		return 0
+	}
+	cols := 0
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '-' && (i == 0 || rest[i-1] != '-') {
+			cols++
+		}
+	}
+	return cols
+}
