@@ -79,7 +79,10 @@ func (r *Renderer) render(markdown string) (string, error) {
 	if tooComplex(markdown) {
 		return plainHTML(markdown), nil
 	}
+	// Ordinary Markdown comes out at about its size: start there, so the
+	// buffer seldom doubles (and never past the cap).
 	w := &cappedWriter{limit: MaxRenderedSize(len(markdown))}
+	w.buf = make([]byte, 0, min(w.limit, len(markdown)+len(markdown)/4+512))
 	switch err := r.md.Convert([]byte(markdown), w); {
 	case errors.Is(err, errRenderedTooLarge):
 		return plainHTML(markdown), nil

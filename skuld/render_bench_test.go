@@ -63,7 +63,7 @@ func renderPatterns() []renderPattern {
 		{"reference definitions", repeat("[a]: b\n")},
 		{"reference used often", hostileReferences},
 		{"padded table", func(size int) string {
-			cols := max(2, int(math.Sqrt(float64(size)/4))) // header and rows each half the body
+			cols := max(2, int(math.Sqrt(float64(size)/4))) // 512 at 1 MB: 44 million cells padded
 			return hostileTable(cols, size/2/len("hello\n"))
 		}},
 	} {
