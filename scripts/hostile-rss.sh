@@ -7,11 +7,18 @@
 # (/proc/PID/stat) before and after the N sends and prints
 #   peak RSS growth, and growth ÷ request bytes
 #   CPU ms per send, and CPU ns per request byte
-# Usage: scripts/hostile-rss.sh [N, default 10]
+# Usage: scripts/hostile-rss.sh [N, default 10] [KIND:SIZE ...]
+#   KIND is plain, references or table (the table is always 1,500 × 4,500);
+#   default: plain and references at 150 KB and 450 KB, plain and table at
+#   33 KB. BIN=path measures another build (default: make build, ./bin/nornweave).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-10}
-make -s build
+shift || true
+specs=("$@")
+[ ${#specs[@]} -gt 0 ] || specs=(plain:153600 references:153600 plain:460800 references:460800 plain:33000 table:33000)
+bin=${BIN:-./bin/nornweave}
+[ -n "${BIN:-}" ] || make -s build
 work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 pid=
@@ -41,7 +48,7 @@ measure() { # KIND SIZE
   local file=$work/$1-$2.json port=$((20000 + RANDOM % 20000))
   rm -f "$work/db.sqlite"*
   DB_DRIVER=sqlite DATABASE_URL="$work/db.sqlite" EMAIL_PROVIDER=demo EMAIL_DOMAIN=acme.test \
-    HOST=127.0.0.1 PORT=$port LOG_LEVEL=error ./bin/nornweave >"$work/log" 2>&1 &
+    HOST=127.0.0.1 PORT=$port LOG_LEVEL=error "$bin" >"$work/log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
   local inbox
@@ -65,9 +72,8 @@ measure() { # KIND SIZE
       k, b, h0/1e6, h1/1e6, (h1-h0)/1e6, (h1-h0)/b, (c1-c0)/n, (c1-c0)/n*1e6/b }'
 }
 
-echo "machine: $(nproc) cores, $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg), $n sends a body, $(git rev-parse --short HEAD)"
-for spec in "plain 153600" "references 153600" "plain 460800" "references 460800" "plain 33000" "table 33000"; do
-  set -- $spec
-  body "$1" "$2"
-  measure "$1" "$2"
+echo "machine: $(nproc) cores, $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg), $n sends a body, $bin $("$bin" version 2>/dev/null || git rev-parse --short HEAD)"
+for spec in "${specs[@]}"; do
+  body "${spec%%:*}" "${spec##*:}"
+  measure "${spec%%:*}" "${spec##*:}"
 done

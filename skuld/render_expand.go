@@ -15,28 +15,33 @@ import "strings"
 //     from 35 KB. The tree itself is quadratic, so this must be counted
 //     before goldmark parses; the capped writer alone would come too late.
 //
-// expansion counts both, in one pass, conservatively: a use is any "]" not
-// opening an inline link's destination or a definition's, and what a use
-// can expand to is bounded by the largest blank-line-separated block that
-// holds a "]:" (a definition, its destination and its title never span a
-// blank line); a table's rows are every non-blank line after a line that
+// expansion counts both, in one pass: a use is any "]" not opening an
+// inline link's destination or a definition's, and what a use can expand
+// to is bounded by the longest run of lines from one holding "]:" up to
+// the next such line or a blank line (a definition, its destination and
+// its title never span a blank line; a title may hold a line with "]:" of
+// its own, and is then counted in parts, which the capped writer still
+// bounds); a table's rows are every non-blank line after a line that
 // looks like a delimiter row, each charged the cells goldmark pads it with
 // (the delimiter's runs of dashes, less the row's own '|', which tooComplex
 // already charges as cells), containers or not.
 type expansion struct {
-	uses     int // "]" that may be a reference's use
-	defMax   int // bytes of the largest block holding a "]:"
-	block    int // bytes of the current block
-	blockDef bool
-	cols     int // columns of the table whose rows may follow
-	cells    int // padding cells goldmark adds to tables' rows
+	uses   int // "]" that may be a reference's use
+	defMax int // bytes of the longest definition seen
+	def    int // bytes of the current definition, or 0 outside one
+	cols   int // columns of the table whose rows may follow
+	cells  int // padding cells goldmark adds to tables' rows
 }
 
 // line counts a non-blank line outside fenced code.
 func (e *expansion) line(line string) {
-	e.block += len(line) + 1
 	defs := strings.Count(line, "]:")
-	e.blockDef = e.blockDef || defs > 0
+	if defs > 0 {
+		e.endDef()
+	}
+	if defs > 0 || e.def > 0 {
+		e.def += len(line) + 1
+	}
 	e.uses += strings.Count(line, "]") - defs - strings.Count(line, "](")
 	if pipes := strings.Count(line, "|"); e.cols > pipes {
 		e.cells += e.cols - pipes // the cells goldmark adds; each '|' is paid for already
@@ -48,10 +53,13 @@ func (e *expansion) line(line string) {
 
 // blank ends a block: a definition cannot continue past it, nor a table.
 func (e *expansion) blank() {
-	if e.blockDef {
-		e.defMax = max(e.defMax, e.block)
-	}
-	e.block, e.blockDef, e.cols = 0, false, 0
+	e.endDef()
+	e.cols = 0
+}
+
+func (e *expansion) endDef() {
+	e.defMax = max(e.defMax, e.def)
+	e.def = 0
 }
 
 // references is what the uses may expand to, in bytes, at most.

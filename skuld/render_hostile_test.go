@@ -1,6 +1,7 @@
 package skuld
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -82,5 +83,24 @@ func TestPlainTextStopsAtItsSource(t *testing.T) {
 	}
 	if limit := 16*uint64(len(src)) + hostileAllocSlack; alloc > limit {
 		t.Errorf("PlainText of %d bytes allocated %d, want at most %d", len(src), alloc, limit)
+	}
+}
+
+// What people send with references is still rendered: a newsletter's 40
+// references, each on a line of its own, used 400 times. (Tables whose
+// padded rows come out at more than 8 bytes a byte, or that sit in a
+// quote, were sent as text on 055603e already: see README.)
+func TestRenderKeepsOrdinaryReferences(t *testing.T) {
+	var refs, defs strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&refs, "Item %d: see [the docs][d%d] and [our blog][d%d].\n\n", i, i%40, (i+1)%40)
+	}
+	for i := range 40 {
+		fmt.Fprintf(&defs, "[d%d]: https://example.com/a/fairly/long/path/to/page-%d \"Page %d\"\n", i, i, i)
+	}
+	body := refs.String() + defs.String()
+	out, err := NewRenderer().HTML(body)
+	if err != nil || !strings.Contains(out, `<a href="https://example.com/a/fairly/long/path/to/page-7" title="Page 7">the docs</a>`) {
+		t.Errorf("%d bytes of references: %.100q, %v; want them rendered", len(body), out, err)
 	}
 }
