@@ -24,7 +24,10 @@ import "strings"
 // bounds); a table's rows are every non-blank line after a line that
 // looks like a delimiter row, each charged the cells goldmark pads it with
 // (the delimiter's runs of dashes, less the row's own '|', which tooComplex
-// already charges as cells), containers or not.
+// already charges as cells), containers or not. A padded cell costs
+// goldmark what 36 to 74 bytes of plain text do (three runs on a loaded
+// machine: a million padded cells against 1 MB of text); tooComplex
+// charges it cellWeight, 64.
 type expansion struct {
 	uses   int // "]" that may be a reference's use
 	defMax int // bytes of the longest definition seen
