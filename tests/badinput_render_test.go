@@ -19,9 +19,10 @@ import (
 // goes out with its text, escaped, as the HTML part, and the server's work
 // is bounded by the body's size: the bytes the whole process allocates
 // while it answers are at most renderAllocPerByte per body byte plus
-// renderAllocSlack. On 055603e the 32 KB reference body rendered 26 MB of
-// HTML (and allocated twice that and more) and the 7.6 KB table built
-// 400,000 cells (92 MB); at 150 KB and 35 KB they cost 1.5 GB and 577 MB.
+// renderAllocSlack (23 MB and 18 MB here; this tree: 0.5 to 5 MB). On
+// 055603e the 32 KB reference body (26 MB of HTML) allocated 172 to 176 MB
+// and the 7.6 KB table (400,000 cells) 147 to 148 MB, each way in, on both
+// databases; at 150 KB and 35 KB they cost 1.5 GB and 577 MB.
 //
 // Bytes, not time: the count is deterministic where a duration is not. The
 // test is not parallel, so no other test allocates in the same window.
