@@ -24,13 +24,17 @@ import (
 // plain text and nothing else. It is never longer than its source, so a
 // send's size is bounded before the text is derived: every separator
 // written stands for a longer tag, and a list item's marker is written
-// only before text of its own; what a degenerate source (thousands of
-// one-letter items) would add beyond that is cut.
+// only before text of its own. What a degenerate source (thousands of
+// one-letter items in deep lists) would add beyond that is not written:
+// the writer stops at the source's length, and so does the work.
 func PlainText(src string) string {
-	w := &textWriter{}
+	w := &textWriter{limit: len(src)}
 	z := html.NewTokenizer(strings.NewReader(src))
 	for {
 		tt := z.Next()
+		if w.full {
+			tt = html.ErrorToken // the text is as long as it may be: stop reading
+		}
 		switch tt {
 		case html.ErrorToken: // io.EOF: the tokenizer reads any input to its end
 			out := w.b.String()
@@ -83,6 +87,8 @@ type textWriter struct {
 	lists   []list
 	link    *link
 	written bool
+	limit   int  // the most bytes worth writing: the source's length
+	full    bool // limit reached: nothing more is written
 }
 
 type list struct {
@@ -243,6 +249,8 @@ func linkTarget(href string) string {
 func (w *textWriter) text(s string) {
 	for _, r := range s {
 		switch {
+		case w.full:
+			return
 		case r == utf8.RuneError || invisible(r):
 			continue
 		case w.pre > 0 && (r == '\n' || r == '\t'):
@@ -278,6 +286,7 @@ func (w *textWriter) flush() {
 	}
 	w.b.WriteString(w.marker)
 	w.breaks, w.space, w.written, w.marker = 0, false, true, ""
+	w.full = w.b.Len() >= w.limit
 	if w.link != nil && w.link.start < 0 {
 		w.link.start = w.b.Len()
 	}

@@ -1,14 +1,17 @@
 package skuld
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"html"
 	"strings"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/renderer"
+	ghtml "github.com/yuin/goldmark/renderer/html"
+	"github.com/yuin/goldmark/util"
 )
 
 // Renderer turns a Markdown body into the text/html part. Raw HTML in the
@@ -18,10 +21,11 @@ import (
 //
 // Rendering takes time and memory linear in the body whatever it holds: a
 // body whose paragraphs would make goldmark's quadratic paths expensive,
-// or that nests blocks too deep (see tooComplex), and a rendering that
-// would come out more than htmlExpansion times the body's size, are sent as
-// their text, escaped, in a <pre> that wraps lines. The text/plain part is
-// the body either way.
+// that nests blocks too deep, or whose tables or reference links expand
+// faster than it grows (see tooComplex and expansion), is sent as its text,
+// escaped, in a <pre> that wraps lines; so is a body whose rendering
+// reaches MaxRenderedSize, where the rendering stops (see cappedWriter).
+// The text/plain part is the body either way.
 type Renderer struct {
 	md goldmark.Markdown
 }
@@ -29,7 +33,11 @@ type Renderer struct {
 // NewRenderer returns a Renderer for GitHub-flavoured Markdown (tables,
 // strikethrough, autolinks, task lists). It is safe for concurrent use.
 func NewRenderer() *Renderer {
-	return &Renderer{md: goldmark.New(goldmark.WithExtensions(extension.GFM))}
+	// goldmark's default renderer, its node renderers (and those GFM adds)
+	// wrapped so that rendering stops at the cap: see stoppingRenderer.
+	r := stoppingRenderer{renderer.NewRenderer()}
+	r.AddOptions(renderer.WithNodeRenderers(util.Prioritized(ghtml.NewRenderer(), 1000)))
+	return &Renderer{md: goldmark.New(goldmark.WithRenderer(r), goldmark.WithExtensions(extension.GFM))}
 }
 
 // htmlExpansion bounds the rendered HTML: at most this many bytes per byte
@@ -71,14 +79,17 @@ func (r *Renderer) render(markdown string) (string, error) {
 	if tooComplex(markdown) {
 		return plainHTML(markdown), nil
 	}
-	var buf bytes.Buffer
-	if err := r.md.Convert([]byte(markdown), &buf); err != nil {
+	// Ordinary Markdown comes out at about its size: start there, so the
+	// buffer seldom doubles (and never past the cap).
+	w := &cappedWriter{limit: MaxRenderedSize(len(markdown))}
+	w.buf = make([]byte, 0, min(w.limit, len(markdown)+len(markdown)/4+512))
+	switch err := r.md.Convert([]byte(markdown), w); {
+	case errors.Is(err, errRenderedTooLarge):
+		return plainHTML(markdown), nil
+	case err != nil:
 		return "", fmt.Errorf("skuld: render markdown: %w", err)
 	}
-	if buf.Len() > MaxRenderedSize(len(markdown)) {
-		return plainHTML(markdown), nil
-	}
-	return buf.String(), nil
+	return string(w.buf), nil
 }
 
 // plainHTML is the body as text: escaped, in a <pre> that wraps long lines

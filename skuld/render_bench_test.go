@@ -3,6 +3,7 @@ package skuld
 import (
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -60,6 +61,11 @@ func renderPatterns() []renderPattern {
 			return strings.Repeat(">", 1000) + " a\n" + strings.Repeat("b\n", size/2)
 		}},
 		{"reference definitions", repeat("[a]: b\n")},
+		{"reference used often", hostileReferences},
+		{"padded table", func(size int) string {
+			cols := max(2, int(math.Sqrt(float64(size)/4))) // 512 at 1 MB: 44 million cells padded
+			return hostileTable(cols, size/2/len("hello\n"))
+		}},
 	} {
 		ps = append(ps, renderPattern{name: h.name, body: h.body, hostile: true})
 	}
@@ -170,6 +176,36 @@ func BenchmarkGoldmarkConstructCost(b *testing.B) {
 				per = (cost(b, body) - perPlain*float64(len(body))) / units / perPlain
 			}
 			b.ReportMetric(per, "plainB/construct")
+		})
+	}
+}
+
+// BenchmarkRenderWithoutPrescan renders each hostile pattern at 64 KB with
+// the capped writer alone, tooComplex skipped: what the writer bounds by
+// itself (output that grows faster than the tree: "reference used often")
+// and what only the pre-scan keeps linear (goldmark's quadratic parsing,
+// and a padded table's quadratic tree). Compare with
+// BenchmarkRenderCostPerByte at 64 KB.
+func BenchmarkRenderWithoutPrescan(b *testing.B) {
+	r := NewRenderer()
+	for _, p := range renderPatterns() {
+		if !p.hostile {
+			continue
+		}
+		body := p.body(64 << 10)
+		b.Run(p.name, func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for b.Loop() {
+				w := &cappedWriter{limit: MaxRenderedSize(len(body))}
+				if err := r.md.Convert([]byte(body), w); err != nil && err != errRenderedTooLarge {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			n := float64(b.N) * float64(len(body))
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/B")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/B")
 		})
 	}
 }

@@ -32,6 +32,10 @@ import "strings"
 //     not closed before a space, a reference label, a code span, a "<" not
 //     closed on its line) may read to the end of the region, G×L bytes.
 //
+// Tables' padded cells are charged as cells (see expansion); a body whose
+// reference uses could expand past htmlExpansion times its size, plus
+// costSlack, is refused too.
+//
 // The budget is maxCost units a byte, plus costSlack. The nesting of
 // blockquotes and lists, whose cost is paid on every line for every open
 // container (lazy lines included), is capped at maxNesting levels.
@@ -68,6 +72,7 @@ func tooComplex(md string) bool {
 		r     region
 		fence fence  // the fenced code block we are in, if open
 		prev  string // the line before, in the region
+		exp   expansion
 		cost  = len(md)
 	)
 	budget := maxCost*len(md) + costSlack
@@ -95,8 +100,12 @@ func tooComplex(md string) bool {
 		if rest == "" { // blank
 			cost += r.cost()
 			r = region{}
+			exp.blank()
 			continue
 		}
+		cells := exp.cells
+		exp.line(line)
+		cost += cellWeight * (exp.cells - cells)
 		items, quotes, depth := nesting(line)
 		if depth > maxNesting {
 			return true
@@ -135,7 +144,7 @@ func tooComplex(md string) bool {
 			return true
 		}
 	}
-	return cost+r.cost() > budget
+	return cost+r.cost() > budget || exp.references() > htmlExpansion*len(md)+costSlack
 }
 
 // region counts what a paragraph's inline parsing may cost.
