@@ -58,6 +58,10 @@ func (a *API) resource(prefix, suffix, mimeType string, read func(ctx context.Co
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
 		}
+		if err := a.chargeAnswer(ctx, answerCopies*int64(len(text))); err != nil {
+			p := a.classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
+		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}}, nil
 	}
 }
