@@ -88,10 +88,17 @@ func (a *API) serveMCP(c echo.Context, sdk http.Handler) error {
 	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	sdk.ServeHTTP(w, req)
 	if w.status != 0 {
-		return a.sdkRefusal(c, w.status, w.text.String())
+		return a.sdkRefusal(c, w.status, w.text.String(), id)
 	}
 	return nil
 }
+
+// sdkRPCErrors are the JSON-RPC errors the SDK writes as text, by the
+// start of their text (its jsonrpc2 package's sentinels).
+var sdkRPCErrors = []struct {
+	prefix string
+	code   int
+}{{"JSON RPC not handled", -32601}, {"invalid request", codeInvalidRequest}, {"invalid params", -32602}}
 
 // validID reports whether id (valid JSON, or absent) is one JSON-RPC
 // allows: a string, a number or null.
@@ -106,10 +113,15 @@ func validID(id json.RawMessage) bool {
 // rpcError answers 400 with a JSON-RPC error, as the transport specifies
 // for a message the server cannot accept; id is the request's, if known.
 func rpcError(c echo.Context, id json.RawMessage, code int, message string) error {
+	return rpcErrorStatus(c, http.StatusBadRequest, id, code, message)
+}
+
+// rpcErrorStatus is rpcError with another HTTP status.
+func rpcErrorStatus(c echo.Context, status int, id json.RawMessage, code int, message string) error {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	return c.JSON(http.StatusBadRequest, struct {
+	return c.JSON(status, struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   struct {
@@ -150,18 +162,25 @@ func replaceID(body []byte) ([]byte, error) {
 	return nil, errors.New("no id")
 }
 
-// sdkRefusal is the API's {detail, code} for a refusal the SDK wrote in
-// text/plain, with its status.
-func (a *API) sdkRefusal(c echo.Context, status int, text string) error {
-	p := a.httpErrorProblem(echo.NewHTTPError(status))
+// sdkRefusal answers a refusal the SDK wrote in text/plain, with its
+// status: as a JSON-RPC error if it is one (a method not found), else as
+// the API's {detail, code}.
+func (a *API) sdkRefusal(c echo.Context, status int, text string, id json.RawMessage) error {
+	c.Response().Header().Del("Content-Type")
+	c.Response().Header().Del("X-Content-Type-Options")
 	detail := strings.TrimSpace(text)
+	for _, e := range sdkRPCErrors {
+		if strings.HasPrefix(detail, e.prefix) {
+			return rpcErrorStatus(c, status, id, e.code, detail)
+		}
+	}
+	p := a.httpErrorProblem(echo.NewHTTPError(status))
 	switch {
 	case status == http.StatusRequestEntityTooLarge || detail == "":
 		detail = p.Detail
 	case status == http.StatusBadRequest:
 		p.Code = "bad_request"
 	}
-	c.Response().Header().Del("X-Content-Type-Options")
 	return c.JSON(status, errorBody{Detail: detail, Code: p.Code})
 }
 
