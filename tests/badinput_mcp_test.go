@@ -74,7 +74,7 @@ func TestBadInputMCPTransport(t *testing.T) {
 			var a rpcAnswer
 			if err := json.Unmarshal(r.Body, &a); err != nil || a.JSONRPC != "2.0" || a.Error == nil ||
 				a.Error.Code != code || string(a.ID) != id {
-				t.Errorf("answer %s, want a JSON-RPC error %d with id %s", r.Body, code, id)
+				t.Errorf("answer %.300s, want a JSON-RPC error %d with id %s", r.Body, code, id)
 			}
 		}
 	}
@@ -82,7 +82,7 @@ func TestBadInputMCPTransport(t *testing.T) {
 		return func(t *testing.T, r response) {
 			var a rpcAnswer
 			if err := json.Unmarshal(r.Body, &a); err != nil || a.Result == nil || string(a.ID) != id {
-				t.Errorf("answer %s, want a result with id %s exactly", r.Body, id)
+				t.Errorf("answer %.300s, want a result with id %s exactly", r.Body, id)
 			}
 		}
 	}
@@ -90,7 +90,7 @@ func TestBadInputMCPTransport(t *testing.T) {
 		return func(t *testing.T, r response) {
 			var e struct{ Detail, Code string }
 			if err := json.Unmarshal(r.Body, &e); err != nil || e.Code != code || e.Detail == "" {
-				t.Errorf("answer %q, want the API's {detail, code: %s}", r.Body, code)
+				t.Errorf("answer %.300q, want the API's {detail, code: %s}", r.Body, code)
 			}
 		}
 	}
@@ -384,10 +384,24 @@ func TestBadInputMCPSchemasForAnAgent(t *testing.T) {
 // with -32700 and keeps serving; a wrong key is reported as a wrong key.
 func TestBadInputMCPStdio(t *testing.T) {
 	s := startDefault(t, "sqlite", func(c *config.Config) { c.APIKey = mcpKey })
+	t.Run("a line that is not JSON", func(t *testing.T) { stdioReadsOn(t, s.URL) })
+	t.Run("wrong key", func(t *testing.T) {
+		wrong := exec.Command(nornweaveBinary(t), "mcp")
+		wrong.Env = append(cleanEnv(), "NORNWEAVE_API_URL="+s.URL, "NORNWEAVE_API_KEY=not-the-key")
+		out, err := wrong.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "401") || !strings.Contains(string(out), "NORNWEAVE_API_KEY") ||
+			strings.Contains(string(out), "cannot reach") {
+			t.Errorf("wrong key: %v, %s; want a failure saying the key is wrong, not that the server cannot be reached", err, out)
+		}
+	})
+}
 
+// stdioReadsOn runs `nornweave mcp` against url, sends it a line that is
+// not JSON between two requests, and checks both requests are answered.
+func stdioReadsOn(t *testing.T, url string) {
 	cmd := exec.Command(nornweaveBinary(t), "mcp")
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(cleanEnv(), "NORNWEAVE_API_URL="+s.URL, "NORNWEAVE_API_KEY="+mcpKey)
+	cmd.Env = append(cleanEnv(), "NORNWEAVE_API_URL="+url, "NORNWEAVE_API_KEY="+mcpKey)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -430,13 +444,5 @@ func TestBadInputMCPStdio(t *testing.T) {
 	stdin.Close()
 	if err := <-exited; err != nil {
 		t.Errorf("nornweave mcp exited with %v after stdin closed; stderr: %s", err, stderr.String())
-	}
-
-	wrong := exec.Command(nornweaveBinary(t), "mcp")
-	wrong.Env = append(cleanEnv(), "NORNWEAVE_API_URL="+s.URL, "NORNWEAVE_API_KEY=not-the-key")
-	out, err := wrong.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "401") || !strings.Contains(string(out), "NORNWEAVE_API_KEY") ||
-		strings.Contains(string(out), "cannot reach") {
-		t.Errorf("wrong key: %v, %s; want a failure saying the key is wrong, not that the server cannot be reached", err, out)
 	}
 }
