@@ -94,3 +94,16 @@ func TestFitPage(t *testing.T) {
 		t.Errorf("one item over the cap: kept %d, want it (the result's cap refuses it)", len(got))
 	}
 }
+
+// jsonSize is the length marshalNoEscape gives a string, less its quotes.
+func TestJSONSize(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\nb\tc\"d\\e", "\x01\x1f", "é漢🙂", "\xff\xfe", "<&>", "\u2028\u2029"} {
+		b, err := marshalNoEscape(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := jsonSize(s), len(b)-2; got != want {
+			t.Errorf("jsonSize(%q) = %d, want %d (%s)", s, got, want, b)
+		}
+	}
+}
