@@ -54,7 +54,7 @@ func Serve(ctx context.Context, o Options) error {
 	up := &upstream{o: o, key: &keyTransport{key: o.APIKey}}
 	cs, err := up.session(ctx)
 	if err != nil && up.key.refused.Load() {
-		return fmt.Errorf("the NornWeave server at %s answered 401: the API key is wrong or missing (set "+
+		return fmt.Errorf("the NornWeave server at %s answered 401 Unauthorized: the API key is wrong or missing (set "+
 			"NORNWEAVE_API_KEY to the server's API_KEY)", o.Endpoint)
 	}
 	if err != nil {

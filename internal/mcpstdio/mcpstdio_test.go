@@ -162,7 +162,7 @@ func TestFailsFastWithoutTheServer(t *testing.T) {
 		key      string
 		want     string
 	}{
-		{"wrong key", up.URL, "nope", "answered 401: the API key is wrong or missing (set NORNWEAVE_API_KEY"},
+		{"wrong key", up.URL, "nope", "answered 401 Unauthorized: the API key is wrong or missing (set NORNWEAVE_API_KEY"},
 		{"no server", "http://127.0.0.1:1/mcp", "key", "cannot reach the NornWeave server"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
