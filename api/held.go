@@ -56,7 +56,9 @@ func (a *API) readScheduledAt(obj object) *time.Time {
 	}
 	at, err := parseRFC3339(s)
 	if err != nil {
-		obj.add("scheduled_at", "Input should be an RFC 3339 date-time with an offset, like 2030-01-02T15:04:05+00:00", "datetime_parsing")
+		// The example is an hour from now: inside any SCHEDULE_MAX_AHEAD.
+		obj.add("scheduled_at", "Input should be an RFC 3339 date-time with an offset, like "+
+			a.Clock.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05+00:00")+" (an hour from now)", "datetime_parsing")
 		return nil
 	}
 	now := a.Clock.Now()

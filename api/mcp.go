@@ -90,7 +90,7 @@ func (a *API) mcpHandler() echo.HandlerFunc {
 			MaxRequestBodyBytes:          a.bodyLimit,
 			PropagateRequestCancellation: true,
 		})
-	return echo.WrapHandler(h)
+	return func(c echo.Context) error { return a.serveMCP(c, h) }
 }
 
 // mcpTool is one tool: its definition (name, description, schemas) and
@@ -119,14 +119,38 @@ func (a *API) toolHandler(t mcpTool) mcp.ToolHandler {
 			a.Metrics.ToolCall(name, p.Code)
 			return refusalResult(p), nil
 		}
+		if err := a.answerFits(ctx, body); err != nil {
+			p := a.classify(ctx, err, slog.String("tool", name))
+			a.Metrics.ToolCall(name, p.Code)
+			return refusalResult(p), nil
+		}
 		text := body
 		if tt, ok := out.(toolText); ok {
 			text = tt.toolText()
+		}
+		if len(text) > maxInlineText {
+			text = fmt.Sprintf("The result is in structuredContent (%d bytes of JSON).", len(body))
+			if _, ok := out.(toolText); ok {
+				text = fmt.Sprintf("The result is in structuredContent (%d bytes of JSON); its markdown "+
+					"field is the conversation to read.", len(body))
+			}
 		}
 		a.Metrics.ToolCall(name, "ok")
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
 			StructuredContent: json.RawMessage(body)}, nil
 	}
+}
+
+// answerFits refuses a result over maxToolResult (the lists are cut to
+// fit before they are encoded; this is the bound for the rest) and takes
+// the answer's memory from the in-flight budget until it is written.
+func (a *API) answerFits(ctx context.Context, body string) error {
+	if len(body) > maxToolResult+pageEnvelope {
+		return newError(http.StatusRequestEntityTooLarge, "result_too_large", fmt.Sprintf(
+			"The result is %d bytes of JSON, more than a tool answers (%d MiB); read it from the REST API",
+			len(body), maxToolResult>>20))
+	}
+	return a.chargeAnswer(ctx, answerCopies*int64(len(body)))
 }
 
 // runTool reads the arguments, runs t, and returns its result with the
@@ -191,7 +215,8 @@ func refusalText(p problem) string {
 	switch p.Code {
 	case "rate_limited":
 		return fmt.Sprintf("%s. Nothing was sent. Try again in %d second%s, with the same idempotency_key; "+
-			"get_rate_limit shows when each window has room.", p.Detail, p.RetryAfter, plural(p.RetryAfter))
+			"get_rate_limit shows when each window has room. Or send with on_throttle: \"queue\": the server "+
+			"then holds the email and sends it when the windows have room.", p.Detail, p.RetryAfter, plural(p.RetryAfter))
 	case "domain_blocked":
 		return p.Detail + ". Nothing was sent: the server's outbound policy refuses these domains, " +
 			"so retrying will not help; send without those recipients or ask the operator."

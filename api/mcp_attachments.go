@@ -1,6 +1,11 @@
 package api
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+)
 
 // The attachment tools, by the Python server's names: list_attachments and
 // get_attachment_content read what GET /v1/attachments and its content
@@ -15,7 +20,7 @@ type listAttachmentsArgs struct {
 	Offset    int    `json:"offset,omitempty" jsonschema:"how many to skip (default 0)"`
 }
 
-func (a *API) toolListAttachments(ctx context.Context, args object) (list[attachmentResponse], error) {
+func (a *API) toolListAttachments(ctx context.Context, args object) (toolList[attachmentResponse], error) {
 	args.forbidExtra("message_id", "thread_id", "inbox_id", "limit", "offset")
 	q := attachmentQuery{MessageID: args.str("message_id", false, 0, 0), ThreadID: args.str("thread_id", false, 0, 0),
 		InboxID: args.str("inbox_id", false, 0, 0),
@@ -25,29 +30,41 @@ func (a *API) toolListAttachments(ctx context.Context, args object) (list[attach
 		args.add(field, msg, typ)
 	}
 	if err := args.err(); err != nil {
-		return list[attachmentResponse]{}, err
+		return toolList[attachmentResponse]{}, err
 	}
-	return a.attachments(ctx, q)
+	l, err := a.attachments(ctx, q)
+	return pageOf(l, q.Offset, q.Limit), err
 }
 
 type getAttachmentContentArgs struct {
 	AttachmentID string `json:"attachment_id" jsonschema:"the attachment's id: id in list_attachments, or in get_message's attachments"`
 }
 
-// toolGetAttachmentContent is GET /v1/attachments/{id}/content?format=base64.
-// The content counts against the in-flight budget while it is read and
-// encoded, as a download does.
+// toolGetAttachmentContent is GET /v1/attachments/{id}/content?format=base64
+// for files up to maxToolAttachment; a larger one is refused with the
+// route that streams it. The content counts against the in-flight budget
+// until the answer is written, as a download's does until it is sent.
 func (a *API) toolGetAttachmentContent(ctx context.Context, args object) (attachmentContent, error) {
 	args.forbidExtra("attachment_id")
 	id := args.str("attachment_id", true, 1, 0)
 	if err := args.err(); err != nil {
 		return attachmentContent{}, err
 	}
+	att, err := a.attachment(ctx, id)
+	if err != nil {
+		return attachmentContent{}, err
+	}
+	if att.Size > maxToolAttachment {
+		return attachmentContent{}, newError(http.StatusRequestEntityTooLarge, "attachment_too_large", fmt.Sprintf(
+			"Attachment %s is %d bytes, more than get_attachment_content returns (%d MiB); download it from "+
+				"GET /v1/attachments/%s/content on this server (with the API key), which streams it",
+			id, att.Size, maxToolAttachment>>20, url.PathEscape(id)))
+	}
 	f, err := a.openAttachment(ctx, id)
 	if err != nil {
 		return attachmentContent{}, err
 	}
-	defer f.Close()
+	holdForAnswer(ctx, f.Close)
 	return f.Base64(), nil
 }
 

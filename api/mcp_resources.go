@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,6 +59,10 @@ func (a *API) resource(prefix, suffix, mimeType string, read func(ctx context.Co
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
 		}
+		if err := a.chargeAnswer(ctx, answerCopies*int64(len(text))); err != nil {
+			p := a.classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
+		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}}, nil
 	}
 }
@@ -96,7 +101,8 @@ func (a *API) threadView(ctx context.Context, id string) (threadResult, error) {
 	fmt.Fprintf(&md, "# %s\n\n", oneLine(t.Subject))
 	size := 0
 	err = a.walkBodies(ctx, msgs, func(i int, m *store.Message) error {
-		if size += 2 * len(m.Text); size > maxPageBytes && i > 0 {
+		// Twice (the Markdown and the message), as JSON: the answer's cap.
+		if size += 2*jsonSize(m.Text) + itemOverhead; size > maxToolResult-pageEnvelope && i > 0 {
 			return errTruncated
 		}
 		out.Messages = append(out.Messages, toThreadMessage(m))
@@ -145,4 +151,34 @@ func writeMessageMarkdown(md *strings.Builder, m *store.Message) {
 // oneLine keeps a header value on its line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// jsonSize is how many bytes s takes as a JSON string's contents, as
+// marshalNoEscape writes it: quotes, backslashes and control characters
+// are escaped, invalid UTF-8 becomes \ufffd.
+func jsonSize(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			n, i = n+2, i+1
+		case c < 0x20:
+			n, i = n+6, i+1
+		case c < utf8.RuneSelf:
+			n, i = n+1, i+1
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				n += 6
+			case r == '\u2028' || r == '\u2029':
+				n += 6
+			default:
+				n += size
+			}
+			i += size
+		}
+	}
+	return n
 }

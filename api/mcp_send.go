@@ -23,7 +23,9 @@ Always pass idempotency_key (a new unique string per email, e.g. a UUID) and reu
 	`email: the server sends each key at most once, so a retry after a timeout or a refusal can never send ` +
 	`the email twice; a repeat of a send that went out returns its first result, with replayed true.
 
-To send later, pass scheduled_at (RFC 3339 with an offset, e.g. 2030-01-02T15:04:05+00:00): the result's ` +
+To send later, pass scheduled_at (RFC 3339 with an offset, YYYY-MM-DDThh:mm:ss+00:00, at most ` +
+	`SCHEDULE_MAX_AHEAD ahead, by default 30 days: e.g. to send in an hour, the current UTC time plus one ` +
+	`hour): the result's ` +
 	`status is scheduled and the server sends it then. To have a throttled send wait for room instead of being ` +
 	`refused, pass on_throttle "queue": the status is queued, next_attempt_at says when it should go, and the ` +
 	`server sends it as soon as the windows allow. A scheduled or queued email can be stopped with ` +

@@ -77,6 +77,7 @@ type mcpEnv struct {
 	clock   *clocktest.Clock
 	metrics *toolMetrics
 	schemas map[string]*jsonschema.Resolved // each tool's output schema, as the client listed it
+	srv     *Server                         // the API, for calls over HTTP
 }
 
 // perMinute is the global limit of the test API: small enough to reach.
@@ -106,6 +107,7 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 	srv := New(Options{Store: st, Sender: sender, Throttle: th, Clock: clock, Metrics: env.metrics,
 		EmailDomain: "acme.test", AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20,
 		AttachmentMaxCount: 2, Version: "test"})
+	env.srv = srv
 	env.cs = connectInMemory(t, srv.api.mcp)
 	env.schemas = outputSchemas(t, env.cs)
 	return env

@@ -17,11 +17,11 @@ import (
 // mcpTools lists every tool, in the order a client shows them.
 func (a *API) mcpTools() []mcpTool {
 	return []mcpTool{
-		tool[createInboxArgs, createInboxResult](toolInfo{name: "create_inbox", title: "Create an inbox",
+		tool[createInboxArgs, createInboxResult](toolInfo{name: "create_inbox", title: "Create an inbox", idempotent: true,
 			desc: "Create an inbox: an address on the server's email domain (username@domain) that " +
 				"send_email sends from. Returns its id, which every other tool takes as inbox_id. " +
 				"Fails with conflict if the address exists; use list_inboxes to find it."}, a.toolCreateInbox),
-		tool[pageArgs, list[inboxResponse]](toolInfo{name: "list_inboxes", title: "List inboxes", readOnly: true,
+		tool[pageArgs, toolList[inboxResponse]](toolInfo{name: "list_inboxes", title: "List inboxes", readOnly: true,
 			desc: "List the inboxes, by address: their ids (inbox_id elsewhere), addresses and names."},
 			a.toolListInboxes),
 		tool[sendEmailArgs, sendEmailResult](toolInfo{name: "send_email", title: "Send an email",
@@ -36,7 +36,7 @@ func (a *API) mcpTools() []mcpTool {
 		tool[searchEmailArgs, searchResult](toolInfo{name: "search_email", title: "Search email", readOnly: true,
 			desc: "Find the messages of an inbox or a thread whose subject or body contains query " +
 				"(case-insensitive), newest first."}, a.toolSearchEmail),
-		tool[listThreadsArgs, list[threadSummary]](toolInfo{name: "list_threads", title: "List threads", readOnly: true,
+		tool[listThreadsArgs, toolList[threadSummary]](toolInfo{name: "list_threads", title: "List threads", readOnly: true,
 			desc: "List an inbox's conversations (threads), most recent activity first: subject, " +
 				"message count and last activity. Read one with get_thread."}, a.toolListThreads),
 		tool[getThreadArgs, threadResult](toolInfo{name: "get_thread", title: "Read a thread", readOnly: true,
@@ -47,18 +47,20 @@ func (a *API) mcpTools() []mcpTool {
 		tool[sendWithAttachmentsArgs, sendEmailResult](toolInfo{name: "send_email_with_attachments",
 			title: "Send an email with attachments", desc: sendWithAttachmentsDescription, openWorld: true},
 			a.toolSendWithAttachments),
-		tool[listAttachmentsArgs, list[attachmentResponse]](toolInfo{name: "list_attachments", title: "List attachments",
+		tool[listAttachmentsArgs, toolList[attachmentResponse]](toolInfo{name: "list_attachments", title: "List attachments",
 			readOnly: true, desc: "List the files sent with a message, a thread or an inbox (exactly one of " +
 				"message_id, thread_id and inbox_id): their ids, names, types and sizes. Read one's content " +
 				"with get_attachment_content."}, a.toolListAttachments),
 		tool[getMessageArgs, messageResponse](toolInfo{name: "cancel_message", title: "Cancel a held email",
+			idempotent: true, destructive: true,
 			desc: "Cancel an email that send_email scheduled (scheduled_at) or queued (on_throttle queue), " +
 				"before it starts sending: it is then never sent, and its status is canceled. An email that " +
 				"is sending, sent, failed or canceled already is refused with code not_cancelable (read it " +
 				"with get_message)."}, a.toolCancelMessage),
 		tool[getAttachmentContentArgs, attachmentContent](toolInfo{name: "get_attachment_content",
 			title: "Get an attachment's content", readOnly: true,
-			desc: "Get the content of a file that was sent, base64-encoded, with its name and MIME type."},
+			desc: "Get the content of a file that was sent, base64-encoded, with its name and MIME type. " +
+				"Files over 5 MiB are refused with code attachment_too_large and the REST URL that streams them."},
 			a.toolGetAttachmentContent),
 	}
 }
@@ -68,16 +70,35 @@ type toolInfo struct {
 	name, title, desc string
 	readOnly          bool // reads only: a client may call it without asking
 	openWorld         bool // reaches outside the server (sends mail)
+	// idempotent: a repeat with the same arguments changes nothing more
+	// (every read-only tool is).
+	idempotent bool
+	// destructive: it may undo or destroy something (cancel_message);
+	// for tools that write only.
+	destructive bool
 }
 
 // tool defines a tool whose arguments In documents and whose result is
 // Out; run reads the arguments with the REST binder.
 func tool[In, Out any](info toolInfo, run func(ctx context.Context, args object) (Out, error)) mcpTool {
 	open := info.openWorld
+	ann := &mcp.ToolAnnotations{Title: info.title, ReadOnlyHint: info.readOnly, OpenWorldHint: &open,
+		IdempotentHint: info.readOnly || info.idempotent}
+	if !info.readOnly {
+		destructive := info.destructive
+		ann.DestructiveHint = &destructive
+	}
+	in := inputSchema[In]()
+	// What the binder checks and a Go type cannot say.
+	if p := in.Properties["on_throttle"]; p != nil {
+		p.Enum = []any{"reject", "queue"}
+	}
+	if p := in.Properties["scheduled_at"]; p != nil {
+		p.Format = "date-time"
+	}
 	return mcpTool{
 		def: &mcp.Tool{Name: info.name, Title: info.title, Description: info.desc,
-			InputSchema: inputSchema[In](), OutputSchema: outputSchema[Out](),
-			Annotations: &mcp.ToolAnnotations{Title: info.title, ReadOnlyHint: info.readOnly, OpenWorldHint: &open}},
+			InputSchema: in, OutputSchema: outputSchema[Out](), Annotations: ann},
 		run: func(ctx context.Context, args object) (any, error) { return run(ctx, args) },
 	}
 }
@@ -114,13 +135,14 @@ func page(args object, maxItems int) (limit, offset int) {
 	return args.integer("limit", defaultLimit, 1, maxItems), args.integer("offset", 0, 0, 1<<31-1)
 }
 
-func (a *API) toolListInboxes(ctx context.Context, args object) (list[inboxResponse], error) {
+func (a *API) toolListInboxes(ctx context.Context, args object) (toolList[inboxResponse], error) {
 	args.forbidExtra("limit", "offset")
 	limit, offset := page(args, maxLimit)
 	if err := args.err(); err != nil {
-		return list[inboxResponse]{}, err
+		return toolList[inboxResponse]{}, err
 	}
-	return a.inboxPage(ctx, limit, offset)
+	l, err := a.inboxPage(ctx, limit, offset)
+	return pageOf(l, offset, limit), err
 }
 
 type listMessagesArgs struct {
@@ -133,6 +155,8 @@ type messagesResult struct {
 	Items []messageResponse `json:"items"`
 	Count int               `json:"count" jsonschema:"messages in this page"`
 	Total int64             `json:"total" jsonschema:"messages in all"`
+	// NextOffset is where the next page starts; nil on the last.
+	NextOffset *int `json:"next_offset" jsonschema:"pass it as offset to read the next page: more messages follow (this page was full, or cut to fit one answer: 8 MiB of JSON); null when it is the last"`
 }
 
 func (a *API) toolListMessages(ctx context.Context, args object) (messagesResult, error) {
@@ -146,11 +170,12 @@ func (a *API) toolListMessages(ctx context.Context, args object) (messagesResult
 	if err != nil {
 		return messagesResult{}, err
 	}
-	out := messagesResult{Items: make([]messageResponse, len(msgs)), Count: len(msgs), Total: total}
+	items := make([]messageResponse, len(msgs))
 	for i := range msgs {
-		out.Items[i] = toMessage(&msgs[i])
+		items[i] = toMessage(&msgs[i])
 	}
-	return out, nil
+	items, next := fitPage(items, f.Offset, f.Limit, int64(f.Offset+len(msgs)) < total)
+	return messagesResult{Items: items, Count: len(items), Total: total, NextOffset: next}, nil
 }
 
 type getMessageArgs struct {
@@ -192,6 +217,8 @@ type searchResult struct {
 	Query string       `json:"query"`
 	Items []searchItem `json:"items"`
 	Count int          `json:"count"`
+	// NextOffset is where the next page starts; nil on the last.
+	NextOffset *int `json:"next_offset" jsonschema:"pass it as offset to read the next page: this page was full (limit) or cut to fit one answer (8 MiB of JSON); null when it is the last"`
 }
 
 func (a *API) toolSearchEmail(ctx context.Context, args object) (searchResult, error) {
@@ -209,11 +236,12 @@ func (a *API) toolSearchEmail(ctx context.Context, args object) (searchResult, e
 	if err != nil {
 		return searchResult{}, err
 	}
-	out := searchResult{Query: q.Query, Items: make([]searchItem, len(msgs)), Count: len(msgs)}
+	items := make([]searchItem, len(msgs))
 	for i := range msgs {
-		out.Items[i] = toSearchItem(&msgs[i])
+		items[i] = toSearchItem(&msgs[i])
 	}
-	return out, nil
+	items, next := fitPage(items, q.Offset, q.Limit, false)
+	return searchResult{Query: q.Query, Items: items, Count: len(items), NextOffset: next}, nil
 }
 
 type listThreadsArgs struct {
@@ -221,14 +249,15 @@ type listThreadsArgs struct {
 	pageArgs
 }
 
-func (a *API) toolListThreads(ctx context.Context, args object) (list[threadSummary], error) {
+func (a *API) toolListThreads(ctx context.Context, args object) (toolList[threadSummary], error) {
 	args.forbidExtra("inbox_id", "limit", "offset")
 	id := args.str("inbox_id", true, 0, 0)
 	limit, offset := page(args, maxLimit)
 	if err := args.err(); err != nil {
-		return list[threadSummary]{}, err
+		return toolList[threadSummary]{}, err
 	}
-	return a.threadPage(ctx, id, limit, offset)
+	l, err := a.threadPage(ctx, id, limit, offset)
+	return pageOf(l, offset, limit), err
 }
 
 type getThreadArgs struct {

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,8 +51,12 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	up := &upstream{o: o}
+	up := &upstream{o: o, key: &keyTransport{key: o.APIKey}}
 	cs, err := up.session(ctx)
+	if err != nil && up.key.refused.Load() {
+		return fmt.Errorf("the NornWeave server at %s answered 401 Unauthorized: the API key is wrong or missing (set "+
+			"NORNWEAVE_API_KEY to the server's API_KEY)", o.Endpoint)
+	}
 	if err != nil {
 		return fmt.Errorf("cannot reach the NornWeave server at %s (start it, or set NORNWEAVE_API_URL "+
 			"and NORNWEAVE_API_KEY): %w", o.Endpoint, err)
@@ -77,7 +82,8 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	o.Logger.Info("serving MCP on stdio", slog.String("server", o.Endpoint),
 		slog.String("server_version", info.ServerInfo.Version), slog.Int("tools", tools))
-	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: o.In, Writer: o.Out}, nil)
+	out := &lockedWriter{w: o.Out}
+	ss, err := s.Connect(ctx, &mcp.IOTransport{Reader: filterLines(o.In, out), Writer: out}, nil)
 	if err != nil {
 		return err
 	}
@@ -94,7 +100,8 @@ func Serve(ctx context.Context, o Options) error {
 // session that broke (the server restarted, the network dropped) is
 // replaced by a new one at the next call. It is safe for concurrent use.
 type upstream struct {
-	o Options
+	o   Options
+	key *keyTransport
 
 	mu sync.Mutex
 	cs *mcp.ClientSession
@@ -109,7 +116,7 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "nornweave-mcp-stdio", Version: u.o.Version}, nil)
 	transport := &mcp.StreamableClientTransport{Endpoint: u.o.Endpoint,
-		HTTPClient: &http.Client{Transport: keyTransport{key: u.o.APIKey}},
+		HTTPClient: &http.Client{Transport: u.key},
 		// The server never calls the client: no standing GET stream.
 		DisableStandaloneSSE: true}
 	cs, err := client.Connect(ctx, transport, nil)
@@ -152,6 +159,9 @@ func (u *upstream) forwardTool(name string) mcp.ToolHandler {
 			Meta: req.Params.Meta})
 		if rpc, ok := answered(err); ok {
 			return nil, rpc // a protocol error, passed on
+		}
+		if err != nil && u.key.refused.Load() {
+			return wrongKey(u.o.Endpoint), nil
 		}
 		if err != nil {
 			u.drop(cs)
@@ -201,13 +211,31 @@ func unreachable(endpoint string, err error) *mcp.CallToolResult {
 			"send_email, it may have been sent, so retry with the same idempotency_key.", detail, unreachableRetry)}}}
 }
 
-// keyTransport sends the API key with every request.
-type keyTransport struct{ key string }
+// wrongKey is the refusal for a call the server answered 401.
+func wrongKey(endpoint string) *mcp.CallToolResult {
+	detail := fmt.Sprintf("The NornWeave server at %s refused the API key (401)", endpoint)
+	return &mcp.CallToolResult{IsError: true,
+		StructuredContent: map[string]any{"code": "unauthorized", "detail": detail},
+		Content: []mcp.Content{&mcp.TextContent{Text: detail + ": NORNWEAVE_API_KEY must be the server's " +
+			"API_KEY. Retrying will not help; ask the operator."}}}
+}
 
-func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+// keyTransport sends the API key with every request, and notes whether the
+// server refused it, so that a 401 is not reported as a server that cannot
+// be reached.
+type keyTransport struct {
+	key     string
+	refused atomic.Bool // the last answer was a 401
+}
+
+func (k *keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if k.key != "" {
 		r = r.Clone(r.Context())
 		r.Header.Set("X-API-Key", k.key)
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		k.refused.Store(res.StatusCode == http.StatusUnauthorized)
+	}
+	return res, err
 }

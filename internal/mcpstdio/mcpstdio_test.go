@@ -152,23 +152,25 @@ func TestServerGoneAndBack(t *testing.T) {
 }
 
 // Without the server, or with the wrong key, Serve fails at once with
-// what to do; it writes nothing to stdout.
+// what to do (a server that answered 401 is not one it cannot reach); it
+// writes nothing to stdout.
 func TestFailsFastWithoutTheServer(t *testing.T) {
 	up := startUpstream(t)
 	for _, tt := range []struct {
 		name     string
 		endpoint string
 		key      string
+		want     string
 	}{
-		{"wrong key", up.URL, "nope"},
-		{"no server", "http://127.0.0.1:1/mcp", "key"},
+		{"wrong key", up.URL, "nope", "answered 401 Unauthorized: the API key is wrong or missing (set NORNWEAVE_API_KEY"},
+		{"no server", "http://127.0.0.1:1/mcp", "key", "cannot reach the NornWeave server"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
 			err := Serve(context.Background(), Options{Endpoint: tt.endpoint, APIKey: tt.key,
 				In: io.NopCloser(strings.NewReader("")), Out: nopWriteCloser{&out}})
-			if err == nil || !strings.Contains(err.Error(), "NORNWEAVE_API_URL") {
-				t.Errorf("err = %v, want one naming NORNWEAVE_API_URL", err)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want one saying %q", err, tt.want)
 			}
 			if out.Len() != 0 {
 				t.Errorf("stdout = %q, want nothing", out.String())

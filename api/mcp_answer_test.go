@@ -1,0 +1,109 @@
+package api
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// budgetProbe is a ResponseWriter that notes, at each Write, whether the
+// whole in-flight budget could be taken: it must not, while an answer
+// that was charged is being written.
+type budgetProbe struct {
+	*httptest.ResponseRecorder
+	a         *API
+	freeAtOut bool
+}
+
+func (p *budgetProbe) Write(b []byte) (int, error) {
+	if p.a.inflight.TryAcquire(p.a.RequestsInFlight) {
+		p.a.inflight.Release(p.a.RequestsInFlight)
+		p.freeAtOut = true
+	}
+	return p.ResponseRecorder.Write(b)
+}
+
+// An attachment's content, and the answer that carries it, hold their
+// part of the in-flight budget until the answer is written, not only
+// while the tool runs; all of it comes back afterwards.
+func TestMCPAnswerHoldsTheBudgetUntilWritten(t *testing.T) {
+	env := newMCPEnv(t)
+	inbox := env.ok("create_inbox", map[string]any{"name": "Files", "username": "files"})["id"].(string)
+	content := strings.Repeat("x", 900<<10)
+	res := env.call("send_email_with_attachments", map[string]any{"inbox_id": inbox, "to": []string{"a@b.test"},
+		"subject": "s", "body": "b", "attachments": []map[string]any{{"filename": "a.txt",
+			"content_type": "text/plain", "content": base64.StdEncoding.EncodeToString([]byte(content))}}})
+	if res.IsError {
+		t.Fatalf("send: %v", res.StructuredContent)
+	}
+	list := env.call("list_attachments", map[string]any{"inbox_id": inbox})
+	id := list.StructuredContent.(map[string]any)["items"].([]any)[0].(map[string]any)["id"].(string)
+
+	a := env.srv.api
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_attachment_content",`+
+		`"arguments":{"attachment_id":%q}}}`, id)
+	req := localRequest("POST", "/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	probe := &budgetProbe{ResponseRecorder: httptest.NewRecorder(), a: a}
+	env.srv.ServeHTTP(probe, req)
+	if probe.Code != http.StatusOK || !strings.Contains(probe.Body.String(), base64.StdEncoding.EncodeToString([]byte(content))) {
+		t.Fatalf("got %d %.200s", probe.Code, probe.Body)
+	}
+	if probe.freeAtOut {
+		t.Errorf("the whole budget was free while the answer was written: the answer was not counted")
+	}
+	if !a.inflight.TryAcquire(a.RequestsInFlight) {
+		t.Errorf("the budget was not all given back after the answer")
+	}
+}
+
+// fitPage cuts a list after the last item that fits maxToolResult, keeps
+// at least one, and says where the next page starts.
+func TestFitPage(t *testing.T) {
+	item := strings.Repeat("a", 3<<20) // 3 MiB of JSON each
+	for _, tt := range []struct {
+		name     string
+		n, limit int
+		more     bool
+		kept     int
+		next     int // -1: none
+	}{
+		{"fits, not full, no more", 2, 50, false, 2, -1},
+		{"cut by bytes", 5, 50, false, 2, 12},
+		{"full by limit", 2, 2, false, 2, 12},
+		{"more remain", 1, 50, true, 1, 11},
+		{"empty", 0, 50, false, 0, -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			items := make([]string, tt.n)
+			for i := range items {
+				items[i] = item
+			}
+			got, next := fitPage(items, 10, tt.limit, tt.more)
+			if len(got) != tt.kept || (next == nil) != (tt.next < 0) || (next != nil && *next != tt.next) {
+				t.Errorf("kept %d, next %v; want %d, %d", len(got), next, tt.kept, tt.next)
+			}
+		})
+	}
+	huge := []string{strings.Repeat("a", 10<<20)}
+	if got, _ := fitPage(huge, 0, 50, false); len(got) != 1 {
+		t.Errorf("one item over the cap: kept %d, want it (the result's cap refuses it)", len(got))
+	}
+}
+
+// jsonSize is the length marshalNoEscape gives a string, less its quotes.
+func TestJSONSize(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\nb\tc\"d\\e", "\x01\x1f", "é漢🙂", "\xff\xfe", "<&>", "\u2028\u2029"} {
+		b, err := marshalNoEscape(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := jsonSize(s), len(b)-2; got != want {
+			t.Errorf("jsonSize(%q) = %d, want %d (%s)", s, got, want, b)
+		}
+	}
+}
