@@ -49,13 +49,15 @@ openapi-lint:
 	npx -y @redocly/cli@$(REDOCLY_VERSION) lint api/openapi.json
 
 ## bench: Go benchmarks with allocations (limiter vs x/time/rate, domain filter, SMTP reuse,
-## hosted providers, search over 100k messages, cost per byte of hostile requests and Markdown),
-## then peak memory of 8 concurrent maximum-size sends
+## hosted providers, search over 100k messages, cost per byte of hostile requests and Markdown,
+## MCP's hostile cases against a real process), then peak memory of 8 concurrent maximum-size
+## sends, then a real server's peak RSS and CPU per byte for Markdown that expands (issue 25)
 bench:
 	@./scripts/ensure-postgres.sh
 	@./scripts/ensure-redis.sh
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m $(PKGS)
 	NORNWEAVE_MEMTEST_FULL=1 $(GO) test -run='^TestConcurrentMaxSizeSendsBoundedMemory$$' -count=1 -v ./tests/ | grep -E 'memory_test|^(ok|FAIL|---)'
+	./scripts/hostile-rss.sh 10
 
 ## fuzz: each fuzz target in turn for FUZZTIME (default 60s), one worker at a time; the corpora
 ## under testdata/fuzz are replayed by make test as ordinary tests
