@@ -185,7 +185,7 @@ func TestAttachmentsGoWithTheirMessage(t *testing.T) {
 		if got := count(); got != 2 {
 			t.Errorf("after deleting a thread: %d attachments, want 2", got)
 		}
-		if err := s.DeleteInbox(ctx, in.ID); err != nil {
+		if err := s.DeleteInbox(ctx, in.ID, t0); err != nil {
 			t.Fatal(err)
 		}
 		left, err := s.Attachments(ctx, AttachmentFilter{InboxID: keep.ID})
