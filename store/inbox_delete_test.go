@@ -69,3 +69,89 @@ func TestClaimHeldAfterItsInboxIsGone(t *testing.T) {
 		}
 	})
 }
+
+// TestSendsWaitForADeletionUnderWay: a send's first write that comes
+// while its inbox's deletion holds the inbox's row (past its check of
+// send_log, before its cascade) waits for the deletion and then finds no
+// inbox: nothing recorded, no slot. A held message's claim, an UPDATE of
+// the message, took no lock on the inbox and went ahead, its slot unseen
+// by the deletion, which then cascaded the message away from under its
+// send; a reply locked its thread before the inbox (the message's foreign
+// key is checked at the statement's end) and deadlocked with the
+// deletion's cascade. PostgreSQL only: the SQLite Store has one
+// connection, so a deletion's transaction is never interleaved with a
+// send's write.
+func TestSendsWaitForADeletionUnderWay(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, DriverPostgres)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slot := func(in *Inbox) *SendSlot {
+		return &SendSlot{Scope: in.EmailAddress, ReservedAt: t0, Deadline: t0.Add(time.Minute)}
+	}
+	t.Run("claim", func(t *testing.T) {
+		in := mustCreateInbox(t, s, "claim@example.com")
+		m := &Message{InboxID: in.ID, Status: StatusScheduled, MessageIDHeader: "<h@example.com>", Subject: "s",
+			FromAddress: in.EmailAddress, CreatedAt: t0}
+		noJob := func(context.Context, *sql.Tx) error { return nil }
+		if err := s.CreateHeldMessage(ctx, m, nil, &Thread{InboxID: in.ID, Subject: "s", ParticipantHash: "h"}, noJob); err != nil {
+			t.Fatal(err)
+		}
+		err := whileDeleting(t, s, in.ID, func() error { return s.ClaimHeld(ctx, m, slot(in)) })
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("the claim after the deletion: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("reply", func(t *testing.T) {
+		in := mustCreateInbox(t, s, "reply@example.com")
+		_, th := mustSend(t, s, in, nil, t0, nil)
+		err := whileDeleting(t, s, in.ID, func() error {
+			m := &Message{InboxID: in.ID, ThreadID: th.ID, MessageIDHeader: "<r@example.com>", CreatedAt: t0}
+			return s.CreateMessage(ctx, m, nil, nil, slot(in))
+		})
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("the reply after the deletion: %v, want ErrNotFound", err)
+		}
+	})
+	if n := countRows(t, s, "SELECT COUNT(*) FROM send_log"); n != 0 {
+		t.Errorf("%d slots left by sends that found nothing, want 0", n)
+	}
+}
+
+// whileDeleting runs write while a deletion of inbox id, as DeleteInbox
+// runs it, holds the inbox's row: write must wait for it (the test fails
+// if it returns first), and the deletion then goes ahead. It returns
+// write's error.
+func whileDeleting(t *testing.T, s *Store, id string, write func() error) error {
+	t.Helper()
+	del, err := s.sqlDB.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer del.Rollback()
+	if _, err := del.Exec(`SELECT id FROM inboxes WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- write() }()
+	for waiting := false; !waiting; { // until the write waits for a lock
+		select {
+		case err := <-done:
+			t.Fatalf("the write went ahead (%v) while the inbox's deletion held its row", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		err := s.sqlDB.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := del.Exec(`DELETE FROM inboxes WHERE id = $1`, id); err != nil {
+		t.Fatalf("the deletion's cascade: %v", err)
+	}
+	if err := del.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return <-done
+}
