@@ -28,7 +28,7 @@ type Store interface {
 	InboxCopy(ctx context.Context, id string) (*store.Inbox, error) // for a send: see skuld.Store
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
 	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
-	DeleteInbox(ctx context.Context, id string, now time.Time) error
+	DeleteInbox(ctx context.Context, id string, clk clock.Clock) error
 	Thread(ctx context.Context, id string) (*store.Thread, error)
 	Threads(ctx context.Context, inboxID string, limit, offset int) ([]store.Thread, error)
 	Message(ctx context.Context, id string) (*store.Message, error)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/app"
 	"github.com/nornweave/nornweave/internal/apptest"
 	"github.com/nornweave/nornweave/internal/clocktest"
@@ -19,9 +20,11 @@ import (
 // mail server waits for that send, which the database orders, not either
 // server's memory: the send is recorded and answered 201 sent, and only
 // then are the inbox and its message gone; a later send is refused 404
-// with nothing sent; no record is lost (no WARN) and nothing is logged at
-// ERROR (issue 25: 201 sent for a message that then answered 404). B's
-// log line that the deletion waits is what the test waits for: no timer.
+// with nothing sent, even one that comes while the deletion waits; no
+// record is lost (no WARN) and nothing is logged at ERROR (issue 25: 201
+// sent for a message that then answered 404). B's log line that the
+// deletion waits, and the database's word that the late send waits for a
+// lock, are what the test waits for: no timer.
 func TestBadInputSendRacesDeleteOnAnotherServer(t *testing.T) {
 	mx := smtptest.Start(t)
 	cfg := baseConfig(t, "postgres", mx)
@@ -42,6 +45,11 @@ func TestBadInputSendRacesDeleteOnAnotherServer(t *testing.T) {
 	case r := <-deleted:
 		t.Fatalf("the inbox was deleted through another server (%d) while its send was with the mail server", r.Status)
 	}
+	// A send through A after the deletion began waits behind it in the
+	// database, so the deletion's wait cannot be stretched by new sends.
+	late := make(chan response, 1)
+	go func() { late <- a.send(t, inbox, "bob@example.com") }()
+	waitForLockWait(t, cfg, late)
 	hold.Release()
 	r := <-sent
 	mustStatus(t, r, http.StatusCreated)
@@ -49,8 +57,8 @@ func TestBadInputSendRacesDeleteOnAnotherServer(t *testing.T) {
 		t.Errorf("send: status %v, want sent", st)
 	}
 	mustStatus(t, <-deleted, http.StatusNoContent)
+	mustStatus(t, <-late, http.StatusNotFound)
 	mustStatus(t, a.do(t, "GET", "/v1/inboxes/"+inbox, nil), http.StatusNotFound)
-	mustStatus(t, a.send(t, inbox, "bob@example.com"), http.StatusNotFound)
 	if n := mx.Count(); n != 1 {
 		t.Errorf("%d messages at the mail server, want 1 (the send that won)", n)
 	}
@@ -142,6 +150,31 @@ func TestBadInputStaleSendDoesNotHoldDelete(t *testing.T) {
 			mustStatus(t, r, http.StatusNoContent)
 			return
 		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitForLockWait returns once a session of cfg's PostgreSQL database
+// waits for a lock: the late send's first write waiting for a deletion
+// that holds its inbox's row. The test fails if the late send is answered
+// first.
+func waitForLockWait(t *testing.T, cfg config.Config, late <-chan response) {
+	t.Helper()
+	st, err := app.OpenStore(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for waiting := false; !waiting; {
+		select {
+		case r := <-late:
+			t.Fatalf("a send that came while the deletion waited was answered %d before it ended: %s", r.Status, r.Body)
+		case <-time.After(5 * time.Millisecond):
+		}
+		err := st.SQL().QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
