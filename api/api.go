@@ -28,7 +28,7 @@ type Store interface {
 	InboxCopy(ctx context.Context, id string) (*store.Inbox, error) // for a send: see skuld.Store
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
 	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
-	DeleteInbox(ctx context.Context, id string) error
+	DeleteInbox(ctx context.Context, id string, clk clock.Clock) error
 	Thread(ctx context.Context, id string) (*store.Thread, error)
 	Threads(ctx context.Context, inboxID string, limit, offset int) ([]store.Thread, error)
 	Message(ctx context.Context, id string) (*store.Message, error)
@@ -50,9 +50,10 @@ type Sender interface {
 	// once it is no longer held.
 	Cancel(ctx context.Context, id string) (*store.Message, error)
 	Reschedule(ctx context.Context, id string, at time.Time) (*store.Message, error)
-	// CloseInbox waits for the inbox's sends in flight and keeps new ones
-	// out until reopen: a send and the deletion of its inbox are ordered
-	// (see skuld.Sender.CloseInbox).
+	// CloseInbox waits for the inbox's sends in flight on this server and
+	// keeps new ones out until reopen (see skuld.Sender.CloseInbox); the
+	// database orders the deletion with other servers' sends
+	// (store.Store.DeleteInbox).
 	CloseInbox(ctx context.Context, id string) (reopen func(), err error)
 }
 

@@ -97,26 +97,6 @@ func (a *API) getInbox(c echo.Context) error {
 	return c.JSON(http.StatusOK, toInbox(in))
 }
 
-func (a *API) deleteInbox(c echo.Context) error {
-	id := c.Param("id")
-	// A send under way finishes and is recorded first; the deletion then
-	// removes its message with the inbox, so no send answers 201 for a
-	// message that was never recorded (README, "Deleting an inbox").
-	reopen, err := a.Sender.CloseInbox(c.Request().Context(), id)
-	if err != nil {
-		return err // the client went away while the sends finished
-	}
-	defer reopen()
-	err = a.Store.DeleteInbox(c.Request().Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound(fmt.Sprintf("Inbox %s not found", id))
-	}
-	if err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
-}
-
 // maxInboxName bounds an inbox's name, in characters.
 const maxInboxName = 255
 

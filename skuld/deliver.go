@@ -23,9 +23,11 @@ func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Durat
 	out, windows := s.conclude(ctx, tk, m, providerID, sendErr)
 	err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out)
 	if errors.Is(err, store.ErrNotFound) {
-		// Deleted with its inbox meanwhile, through another server (this
-		// one's deletions wait for the inbox's sends: inboxGates). Not a
-		// fault of ours: the deletion took the message's record with it.
+		// Deleted with its inbox meanwhile. A deletion waits for the
+		// inbox's sends in flight (inboxGates here, store.DeleteInbox on
+		// every server) until their deadline only: this send outlived its
+		// lease, as a server whose clock runs behind the deleting one's
+		// may see it. Not a fault of ours: the deletion took the record.
 		s.o.Logger.WarnContext(ctx, "message deleted with its inbox while it was being sent; its outcome is not recorded",
 			slog.String("message_id", m.ID), slog.String("status", out.Status))
 		return windows

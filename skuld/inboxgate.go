@@ -13,7 +13,8 @@ import (
 const gateAll = 1 << 40
 
 // inboxGates orders the sends of an inbox with its deletion, on this
-// server. A send holds its inbox's gate from loading the inbox until its
+// server, without polling the database (which orders them across servers:
+// store.DeleteInbox). A send holds its inbox's gate from loading the inbox until its
 // outcome is recorded; a deletion waits until no send holds it and keeps
 // new ones out while it deletes (a send that comes after a deletion began
 // waits behind it, then finds no inbox). So a send and
@@ -102,8 +103,11 @@ func (s *Sender) sending(ctx context.Context, id string) (release func(), err er
 // CloseInbox waits until no send from inbox id is under way on this server
 // and keeps new ones waiting until reopen is called: the caller deletes
 // the inbox in between, and the sends that waited then find no inbox (404,
-// nothing sent). It fails only with ctx's error. Sends through other
-// servers sharing the database are not waited for.
+// nothing sent). It fails only with ctx's error. The database orders the
+// deletion with the sends of other servers sharing it (store.DeleteInbox
+// looks at their sends in flight until there is none); the gate is what
+// wakes a deletion the moment this server's last send is recorded, where
+// looking again would wait out an interval (BENCHMARKS.md, section 17).
 func (s *Sender) CloseInbox(ctx context.Context, id string) (reopen func(), err error) {
 	return s.gates.take(ctx, id, gateAll, func() {
 		s.o.Logger.InfoContext(ctx, "inbox deletion waits for its sends in flight", slog.String("inbox_id", id))

@@ -11,6 +11,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/nornweave/nornweave/internal/clocktest"
 )
 
 // attachmentRow is an attachment with content, as the send pipeline
@@ -185,7 +187,7 @@ func TestAttachmentsGoWithTheirMessage(t *testing.T) {
 		if got := count(); got != 2 {
 			t.Errorf("after deleting a thread: %d attachments, want 2", got)
 		}
-		if err := s.DeleteInbox(ctx, in.ID); err != nil {
+		if err := s.DeleteInbox(ctx, in.ID, clocktest.New(t0)); err != nil {
 			t.Fatal(err)
 		}
 		left, err := s.Attachments(ctx, AttachmentFilter{InboxID: keep.ID})

@@ -81,13 +81,17 @@ func (s *Store) ClaimHeld(ctx context.Context, m *Message, slot *SendSlot) error
 
 // claimHeldPostgres is ClaimHeld in ONE statement, as createMessagePostgres
 // does a send's first write: the slot is written only if the message was
-// moved (FROM c), so no transaction is needed.
+// moved (FROM c), so no transaction is needed. An UPDATE of the message
+// takes no lock on its inbox, so the statement takes the inbox's row FOR
+// KEY SHARE first, as a direct send's foreign key does (inboxLockCTE):
+// a deletion of the inbox either sees the slot in flight, or comes first
+// and leaves no message to claim (ErrNotFound, nothing sent).
 func (s *Store) claimHeldPostgres(ctx context.Context, m *Message, slot *SendSlot) error {
-	res := s.db.WithContext(ctx).Exec(`WITH c AS (UPDATE messages SET status = ?, next_attempt_at = NULL
-		WHERE id = ? AND status IN ?  RETURNING id)
+	res := s.db.WithContext(ctx).Exec(inboxLockCTE+`c AS (UPDATE messages SET status = ?, next_attempt_at = NULL
+		WHERE `+inboxLocked+`id = ? AND status IN ?  RETURNING id)
 		INSERT INTO send_log (id, inbox_id, scope, reserved_at, deadline)
 		SELECT ?, ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz) FROM c`,
-		StatusSending, m.ID, heldStatuses, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline)
+		slot.InboxID, StatusSending, m.ID, heldStatuses, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline)
 	if res.Error != nil || res.RowsAffected == 1 {
 		return res.Error
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/nornweave/nornweave/internal/clocktest"
 )
 
 // A key that is not text (invalid UTF-8, a NUL, a UTF-8-encoded surrogate)
@@ -20,7 +22,7 @@ func TestKeysThatAreNotTextFindNothing(t *testing.T) {
 			if _, err := s.UpdateInbox(ctx, id, InboxChanges{Name: &name}, t0); !errors.Is(err, ErrNotFound) {
 				t.Errorf("UpdateInbox(%q) = %v, want ErrNotFound", id, err)
 			}
-			if err := s.DeleteInbox(ctx, id); !errors.Is(err, ErrNotFound) {
+			if err := s.DeleteInbox(ctx, id, clocktest.New(t0)); !errors.Is(err, ErrNotFound) {
 				t.Errorf("DeleteInbox(%q) = %v, want ErrNotFound", id, err)
 			}
 			if _, err := s.Thread(ctx, id); !errors.Is(err, ErrNotFound) {

@@ -158,24 +158,6 @@ func (s *Store) UpdateInbox(ctx context.Context, id string, ch InboxChanges, now
 	return s.Inbox(ctx, id)
 }
 
-// DeleteInbox deletes the inbox and, through the schema's cascades, its
-// threads, messages and attachments. It returns ErrNotFound if there was no
-// such inbox.
-func (s *Store) DeleteInbox(ctx context.Context, id string) error {
-	if !isText(id) {
-		return notText("inbox", id)
-	}
-	defer s.inboxes.evict(id)
-	res := s.db.WithContext(ctx).Where("id = ?", id).Delete(&Inbox{})
-	if res.Error != nil {
-		return wrap(res.Error, "delete inbox %s", id)
-	}
-	if res.RowsAffected == 0 {
-		return wrap(gorm.ErrRecordNotFound, "delete inbox %s", id)
-	}
-	return nil
-}
-
 // noLimit turns the store's "limit <= 0 means all" into gorm's -1.
 func noLimit(limit int) int {
 	if limit <= 0 {

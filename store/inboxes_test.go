@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/nornweave/nornweave/internal/clocktest"
 )
 
 func TestCreateInboxThenDuplicateConflicts(t *testing.T) {
@@ -44,7 +46,7 @@ func TestUnknownInboxIsNotFound(t *testing.T) {
 				if _, err := s.Inbox(context.Background(), id); !errors.Is(err, ErrNotFound) {
 					t.Errorf("got Inbox error %v, want ErrNotFound", err)
 				}
-				if err := s.DeleteInbox(context.Background(), id); !errors.Is(err, ErrNotFound) {
+				if err := s.DeleteInbox(context.Background(), id, clocktest.New(t0)); !errors.Is(err, ErrNotFound) {
 					t.Errorf("got DeleteInbox error %v, want ErrNotFound", err)
 				}
 			})
@@ -101,13 +103,13 @@ func TestDeleteInboxCascades(t *testing.T) {
 		}
 		keptMsg, keptThread := mustSend(t, s, kept, nil, t0, nil)
 
-		if err := s.DeleteInbox(ctx, gone.ID); err != nil {
+		if err := s.DeleteInbox(ctx, gone.ID, clocktest.New(t0)); err != nil {
 			t.Fatalf("DeleteInbox: %v", err)
 		}
 		if _, err := s.Inbox(ctx, gone.ID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("got Inbox error %v after delete, want ErrNotFound", err)
 		}
-		if err := s.DeleteInbox(ctx, gone.ID); !errors.Is(err, ErrNotFound) {
+		if err := s.DeleteInbox(ctx, gone.ID, clocktest.New(t0)); !errors.Is(err, ErrNotFound) {
 			t.Errorf("got second DeleteInbox error %v, want ErrNotFound", err)
 		}
 		for _, table := range []string{"threads", "messages", "attachments"} {
@@ -183,7 +185,7 @@ func TestInboxCacheNeverOutlivesDelete(t *testing.T) {
 				t.Fatalf("Inbox = %+v, %v; want %s", got, err, in.EmailAddress)
 			}
 		}
-		if err := s.DeleteInbox(ctx, in.ID); err != nil {
+		if err := s.DeleteInbox(ctx, in.ID, clocktest.New(t0)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Inbox(ctx, in.ID); !errors.Is(err, ErrNotFound) {

@@ -21,14 +21,27 @@ var messageInsert = `INSERT INTO messages (id, thread_id, inbox_id, direction, s
 	`, CAST(? AS bigint), CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz),
 	CAST(? AS timestamptz) FROM t`
 
+// inboxLockCTE takes the inbox's row FOR KEY SHARE before anything else
+// the statement writes: it waits for a deletion of the inbox that holds
+// the row (FOR UPDATE, DeleteInbox) and then finds no row, and it keeps a
+// deletion from starting until the send's slot is committed, where the
+// deletion sees it. Taken first, it keeps the locks in the deletion's
+// order (inbox, then threads): a reply's UPDATE of its thread before the
+// message's foreign-key check would deadlock with the deletion's cascade.
+const inboxLockCTE = `WITH i AS (SELECT 1 FROM inboxes WHERE id = ? FOR KEY SHARE), `
+
+// inboxLocked is the condition that the inbox's row was locked (and so
+// still exists).
+const inboxLocked = `EXISTS (SELECT 1 FROM i) AND `
+
 // The thread's CTE ends with a condition (guard): TRUE, or judgedGuard.
-const newThreadCTE = `WITH t AS (INSERT INTO threads (id, inbox_id, subject, summary,
+const newThreadCTE = `t AS (INSERT INTO threads (id, inbox_id, subject, summary,
 	participant_hash, last_message_at, created_at) SELECT ?, ?, ?, ?, ?, CAST(? AS timestamptz),
 	CAST(? AS timestamptz) WHERE `
 
 // The reply's thread moves forward only: a message created earlier but
 // committed later must not make the thread look older than it is.
-const replyThreadCTE = `WITH t AS (UPDATE threads SET last_message_at = GREATEST(last_message_at,
+const replyThreadCTE = `t AS (UPDATE threads SET last_message_at = GREATEST(last_message_at,
 	CAST(? AS timestamptz)) WHERE id = ? AND `
 
 // slotCTE writes the send's slot in the throttle's log, only if the thread
@@ -42,16 +55,16 @@ const slotCTE = `, l AS (INSERT INTO send_log (id, inbox_id, scope, reserved_at,
 // transaction pays four or five (BEGIN, INSERTs or UPDATE, COMMIT): on a
 // busy server that is most of the database work of a send.
 func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread *Thread, slot *SendSlot) error {
-	var sql string
-	var vars []any
+	sql, vars := inboxLockCTE, []any{m.InboxID}
 	if newThread != nil {
-		sql = newThreadCTE
+		sql += newThreadCTE
 		t := newThread
-		vars = []any{t.ID, t.InboxID, t.Subject, t.Summary, t.ParticipantHash, t.LastMessageAt, t.CreatedAt}
+		vars = append(vars, t.ID, t.InboxID, t.Subject, t.Summary, t.ParticipantHash, t.LastMessageAt, t.CreatedAt)
 	} else {
-		sql = replyThreadCTE
-		vars = []any{m.CreatedAt, m.ThreadID}
+		sql += replyThreadCTE
+		vars = append(vars, m.CreatedAt, m.ThreadID)
 	}
+	sql += inboxLocked
 	if s.judged(slot) {
 		sql += judgedGuard
 		vars = append(vars, judgedVars(slot.JudgedBy)...)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/nornweave/nornweave/internal/clocktest"
 )
 
 // TestSearchIndexIsSubstringSearch checks that the full-text index answers
@@ -84,7 +86,7 @@ func TestSearchIndexIsSubstringSearch(t *testing.T) {
 			t.Errorf("after update: new text found %d times, want 1", n)
 		}
 		// ...and the deletes that cascade from an inbox.
-		if err := s.DeleteInbox(ctx, a.ID); err != nil {
+		if err := s.DeleteInbox(ctx, a.ID, clocktest.New(t0)); err != nil {
 			t.Fatal(err)
 		}
 		if _, n, _ := s.Messages(ctx, MessageFilter{Query: "Weekly"}); n != 1 {

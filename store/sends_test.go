@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nornweave/nornweave/internal/clocktest"
 )
 
 // sendWithSlot records a message in flight with its slot, reserved at
@@ -78,7 +80,9 @@ func TestSendLogSurvivesInboxDeletion(t *testing.T) {
 		m := sendWithSlot(t, s, in, 0, time.Minute)
 		settle(t, s, m, StatusSent, &t0)
 		inFlight := sendWithSlot(t, s, in, time.Second, time.Minute)
-		if err := s.DeleteInbox(ctx, in.ID); err != nil {
+		// Deleted once the in-flight send's lease is over, as after a
+		// crash: a live one holds the deletion (TestDeleteInboxWaitsForLiveSends).
+		if err := s.DeleteInbox(ctx, in.ID, clocktest.New(t0.Add(2*time.Minute))); err != nil {
 			t.Fatalf("DeleteInbox: %v", err)
 		}
 		// The provider answers after the inbox is gone: the message row is

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nornweave/nornweave/internal/clocktest"
 	"github.com/nornweave/nornweave/internal/testdb"
 )
 
@@ -30,7 +31,7 @@ func TestShareDatabaseSeesOtherWriters(t *testing.T) {
 	if err != nil || got.RateLimitPerMinute == nil || *got.RateLimitPerMinute != 3 {
 		t.Fatalf("the other server reads %+v, %v; want per-minute 3", got, err)
 	}
-	if err := a.DeleteInbox(ctx, in.ID); err != nil {
+	if err := a.DeleteInbox(ctx, in.ID, clocktest.New(t0)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Inbox(ctx, in.ID); !errors.Is(err, ErrNotFound) {
@@ -109,7 +110,9 @@ func TestSendJudgedByAStaleCopyIsNotRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.DeleteInbox(ctx, in.ID); err != nil {
+		// The sends above were never settled: past their deadline, as a
+		// crashed server's, they do not hold the deletion.
+		if err := a.DeleteInbox(ctx, in.ID, clocktest.New(t0.Add(time.Hour))); err != nil {
 			t.Fatal(err)
 		}
 		m := &Message{InboxID: in.ID, MessageIDHeader: "<gone@example.com>", CreatedAt: t0}

@@ -79,6 +79,7 @@ type Store struct {
 	closeErr  error
 
 	inboxes inboxCache
+	logger  *slog.Logger
 	shared  atomic.Bool // see ShareDatabase
 	schemas []Schema
 	path    string // the SQLite file; "" for PostgreSQL or an in-memory database
@@ -125,7 +126,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("store: open gorm: %w", err)
 	}
-	st := &Store{db: db, sqlDB: sqlDB, driver: o.Driver, schemas: o.Schemas}
+	st := &Store{db: db, sqlDB: sqlDB, driver: o.Driver, schemas: o.Schemas, logger: logger}
 	if o.Driver == DriverSQLite && o.DSN != ":memory:" {
 		st.path = o.DSN
 	}

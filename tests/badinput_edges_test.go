@@ -236,33 +236,3 @@ func TestBadInputHeldSendRacesInboxDelete(t *testing.T) {
 		}
 	})
 }
-
-// TestBadInputSendRacesDeleteOnAnotherServer: two servers on one
-// database order only their own sends and deletions. A deletion through
-// another server takes a send's record with it, as README says; that is
-// a WARN naming the message, never an ERROR.
-func TestBadInputSendRacesDeleteOnAnotherServer(t *testing.T) {
-	mx := smtptest.Start(t)
-	cfg := baseConfig(t, "postgres", mx)
-	cfg.ThrottleBackend = "postgres"
-	a, logs := startWatchedConfig(t, cfg, mx)
-	b, _ := startWatchedConfig(t, cfg, mx)
-	inbox := a.createInbox(t, "doomed")
-	hold := mx.HoldAt(smtptest.AtData)
-	defer hold.Release()
-
-	sent := make(chan response, 1)
-	go func() { sent <- a.send(t, inbox, "ann@example.com") }()
-	<-hold.Reached()
-	mustStatus(t, b.do(t, "DELETE", "/v1/inboxes/"+inbox, nil), http.StatusNoContent)
-	hold.Release()
-	r := <-sent
-	mustStatus(t, r, http.StatusCreated)
-	// Both lines are written before the send answers.
-	if errs := logs.matching(`"level":"ERROR"`); len(errs) > 0 {
-		t.Errorf("logged at ERROR: %s", strings.Join(errs, "\n"))
-	}
-	if len(logs.matching("message deleted with its inbox while it was being sent")) != 1 {
-		t.Errorf("no WARN line naming the message deleted with its inbox")
-	}
-}
