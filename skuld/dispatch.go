@@ -29,15 +29,15 @@ type Step struct {
 }
 
 // A lane's job sends up to laneBatch messages per run, and waits in the
-// job for a window that has room again within laneWait, for at most
-// laneRun: at the limit's pace, one run per message (a snooze, a poll, a
+// job for a window that has room again within laneWait; it starts no send
+// after LaneRun: at the limit's pace, one run per message (a snooze, a poll, a
 // fetch) would fall behind the limit; and a run that ends gives the worker
 // back, so an inbox with thousands queued holds one worker for a batch at
 // a time.
 const (
 	laneBatch = 50
 	laneWait  = time.Second
-	laneRun   = 10 * time.Second
+	LaneRun   = 10 * time.Second
 )
 
 // heldRecheck bounds how long held mail waits after a refusal whose full
@@ -131,7 +131,7 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete stor
 		}
 		// The batch's last message completes the job with its outcome, and
 		// enqueues the lane's next run behind the other inboxes' jobs.
-		last := sent+1 >= laneBatch || s.o.Clock.Mono()-start >= laneRun
+		last := sent+1 >= laneBatch || s.o.Clock.Mono()-start >= LaneRun
 		job := store.NoCompletion
 		if last {
 			job = complete
@@ -141,7 +141,7 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete stor
 		case err != nil || step.Retry != nil:
 			return step, err
 		case step.Snooze > 0:
-			if step.Snooze > laneWait || s.o.Clock.Mono()-start+step.Snooze >= laneRun || !s.wait(ctx, step.Snooze) {
+			if step.Snooze > laneWait || s.o.Clock.Mono()-start+step.Snooze >= LaneRun || !s.wait(ctx, step.Snooze) {
 				return step, nil
 			}
 		case step.finished && last:

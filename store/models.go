@@ -91,6 +91,10 @@ type Message struct {
 	// nil for a message sent at once.
 	ScheduledAt   *time.Time
 	NextAttemptAt *time.Time
+	// Version counts a held message's changes: 1 when accepted held, one
+	// more for each reschedule, cancel, queueing and claim; 0 for a
+	// message never held. A dispatch claims only the version it read.
+	Version int
 	// TextBytes and HTMLBytes are the bodies' sizes, read instead of the
 	// bodies by Messages with OmitBodies; they are not columns.
 	TextBytes int64 `gorm:"->;-:migration"`

@@ -26,6 +26,11 @@ type SendSlot struct {
 	// CountedAt is when the send counts against the throttle: when it went
 	// out or may have. Nil while it is in flight.
 	CountedAt *time.Time
+	// Waiting is true while the send waits for the provider (a connection
+	// or a concurrency slot): until it is handed over, its bytes cannot
+	// have gone, and a dead server's send that was waiting is given back
+	// rather than counted as "delivery unknown".
+	Waiting bool
 	// JudgedBy, when set, is the copy of the inbox (InboxCopy) the send
 	// was admitted by: the message and the slot are written only if the
 	// inbox still reads so, else nothing is and the write fails with

@@ -331,3 +331,11 @@ func (a *App) closeAll() error {
 	// database's own.
 	return errors.Join(append(errs, a.lock.Release())...)
 }
+
+// HeldRescueBound is the longest held mail whose job a server held when it
+// died (kill -9, a lost machine) waits before another server, or the same
+// one restarted, sends it (hold.RescueBound, from the longest lease with
+// cfg).
+func HeldRescueBound(cfg config.Config) time.Duration {
+	return hold.RescueBound(budgetOf(cfg).Lease(largestMessage(cfg)))
+}

@@ -475,3 +475,38 @@ func Schema(driver string) store.Schema {
 // riverMigrateLock serializes River's migrations among servers starting
 // at once; arbitrary, but it must never change.
 const riverMigrateLock int64 = 0x6e6f726e72697672 // "nornrivr"
+
+// River's timings that the rescue of a dead server's jobs waits on, which
+// its Config does not expose (River v0.51.1; TestRiverAgrees checks the
+// behaviour they stand for).
+const (
+	// riverRescueInterval is how often River's leader looks for jobs
+	// running longer than their timeout (JobRescuerIntervalDefault).
+	riverRescueInterval = 30 * time.Second
+	// riverLeaderGap is how long a killed leader's leadership outlives it:
+	// its TTL (the elect interval, 5 s, and 10 s of padding), and the next
+	// bid of another server (every 5–6 s).
+	riverLeaderGap = 21 * time.Second
+)
+
+// jobGrace is what a job's timeout allows past the longest send it can
+// start: reading the message, the throttle, recording the outcome.
+const jobGrace = 30 * time.Second
+
+// JobTimeout is how long a held message's job may run before River takes
+// it for one abandoned by a dead server: a lane's batch may start sends
+// for skuld.LaneRun, and each of them ends by the end of its lease, at
+// most longestLease. The send bounds itself by its lease, so the timeout
+// never cuts one off.
+func JobTimeout(longestLease time.Duration) time.Duration {
+	return skuld.LaneRun + longestLease + jobGrace
+}
+
+// RescueBound is the longest a held message whose job a dead server held
+// waits before a live server (or the same one restarted) dispatches it:
+// the job's timeout, River's rescuer's interval, the dead leader's
+// leadership when it was the leader, and River's scheduler, which makes
+// the rescued job available.
+func RescueBound(longestLease time.Duration) time.Duration {
+	return JobTimeout(longestLease) + riverRescueInterval + riverLeaderGap + schedulerInterval
+}
