@@ -69,6 +69,8 @@ type Options struct {
 	Store    Store
 	Sender   Sender
 	Throttle Throttle
+	// Jobs, when set, is the job queue of held mail, which /ready checks.
+	Jobs interface{ Ready() error }
 	// ThrottleFailOpen is THROTTLE_FAIL=open: a throttle backend that
 	// cannot be asked does not make the server unready.
 	ThrottleFailOpen bool

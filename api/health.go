@@ -30,7 +30,8 @@ type readyResponse struct {
 const readyTimeout = 2 * time.Second
 
 // ready answers 200 only when the database answers and its schema is the
-// one this binary knows, and the throttle's backend answers; otherwise 503
+// one this binary knows, the throttle's backend answers, and the job queue
+// of held mail runs (when there is one); otherwise 503
 // naming each dependency and why. A throttle backend that cannot be asked
 // under THROTTLE_FAIL=open is reported but keeps the server ready: its
 // sends go out unthrottled, as the operator chose.
@@ -55,6 +56,16 @@ func (a *API) ready(c echo.Context) error {
 		checks["throttle"] = "unreachable"
 		if !a.ThrottleFailOpen && detail == "" {
 			detail = "Send throttle backend unreachable; sends are refused (THROTTLE_FAIL=closed)"
+		}
+	}
+	if a.Jobs != nil {
+		checks["held_mail"] = "ok"
+		if err := a.Jobs.Ready(); err != nil {
+			a.logger.WarnContext(ctx, "not ready", slog.String("dependency", "held_mail"), slog.Any("error", err))
+			checks["held_mail"] = "stopped"
+			if detail == "" {
+				detail = "The job queue of held mail is stopped; scheduled and queued mail is not sent"
+			}
 		}
 	}
 	if detail != "" {

@@ -2,7 +2,6 @@ package skuld
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,25 +14,23 @@ import (
 )
 
 // Step is what a held message's job does after a dispatch: finish (the
-// zero Step; when the dispatch recorded the message's fate, it completed
-// the job in that transaction), run again after Snooze, which is not a
-// failed attempt, or fail this attempt with Retry, to be retried with
-// backoff.
+// zero Step), or run again after Snooze, which is not a failed attempt.
+// The message's own record says why and when (its status, next attempt):
+// the job only waits.
 type Step struct {
 	Snooze time.Duration
-	Retry  error
-	// again: a lane's dispatch found its message needed nothing more
-	// (canceled, expired, blocked) and goes on to the next; finished: it
-	// recorded the message's outcome. Neither is returned to the runner.
-	again, finished bool
 }
+
+// yield is the snooze of a lane that has more to send: it runs again
+// behind the jobs already waiting, so that one inbox with thousands queued
+// holds one job, not thousands, and cannot starve another inbox's mail.
+const yield = time.Millisecond
 
 // A lane's job sends up to laneBatch messages per run, and waits in the
 // job for a window that has room again within laneWait; it starts no send
-// after LaneRun: at the limit's pace, one run per message (a snooze, a poll, a
-// fetch) would fall behind the limit; and a run that ends gives the worker
-// back, so an inbox with thousands queued holds one worker for a batch at
-// a time.
+// after LaneRun: at the limit's pace, one run per message (a snooze, a
+// poll, a fetch) would fall behind the limit; and a run that ends gives
+// the worker back.
 const (
 	laneBatch = 50
 	laneWait  = time.Second
@@ -65,16 +62,27 @@ func heldWait(rl *throttle.RateLimitedError) time.Duration {
 // cannot be asked.
 const unavailableSnooze = 5 * time.Second
 
+// earlyMax is the longest a job found early waits in one snooze: River
+// makes a snoozed job available at once, without its leader's scheduler,
+// only when it snoozes at most its scheduler's interval; a job made to run
+// early (Queue.Start on a server alone) then runs on time even while the
+// leadership of a server that died has not expired.
+const earlyMax = 5 * time.Second
+
 // DispatchDue sends the scheduled message id, due at due, if it still is:
 // a message canceled, rescheduled (due at another time), already
 // dispatched or gone is left alone. If its inbox's lane has queued mail,
 // or its windows are full, it joins the lane, in the order of its due time.
-// complete completes the job inside the transaction that records the
-// message's fate. retryAt, called when the attempt fails (Step.Retry),
-// says when the job will run again, which the message shows as its next
-// attempt.
-func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, complete store.Completion, retryAt func() time.Time) (Step, error) {
+// rescued says the job ran before and may have been cut off by the death
+// of its server: the message's send is recovered first, if it was left
+// in flight.
+func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, rescued bool) (Step, error) {
 	h := s.o.Hold
+	if rescued {
+		if err := s.recover(ctx, store.RecoverScope{MessageID: id}); err != nil {
+			return Step{}, err
+		}
+	}
 	m, laneBusy, err := h.Store.DueMessage(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -82,13 +90,11 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, comp
 	case err != nil:
 		return Step{}, err
 	case m.Status != store.StatusScheduled || m.ScheduledAt == nil || !m.ScheduledAt.Equal(due.UTC().Truncate(time.Microsecond)):
-		// A job rescued after a crash finds its message "sending": the
-		// outcome is unknown and it is never sent again; start-up (or the
-		// shared throttle's expiry) marks it failed, delivery unknown.
 		return Step{}, nil
 	}
-	if early := m.ScheduledAt.Sub(s.o.Clock.Now()); early > 0 {
-		return Step{Snooze: early}, nil // never before its time
+	now := s.o.Clock.Now()
+	if early := m.ScheduledAt.Sub(now); early > 0 {
+		return Step{Snooze: min(early, earlyMax)}, nil // never before its time
 	}
 	inbox, err := s.o.Store.Inbox(ctx, m.InboxID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -96,30 +102,53 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, comp
 	} else if err != nil {
 		return Step{}, err
 	}
-	if !laneBusy {
-		return s.dispatch(ctx, m, inbox, complete, true, retryAt)
+	if laneBusy {
+		if next, busy, err := s.laneBusy(ctx, inbox.ID); err != nil {
+			return Step{}, err
+		} else if busy {
+			_, err := h.Store.QueueHeld(ctx, m, next, h.Jobs.Lane(inbox.ID, next))
+			return Step{}, ignoreNotHeld(err)
+		}
 	}
-	if next, busy, err := s.laneBusy(ctx, inbox.ID); err != nil {
+	if done, err := s.settleUnsendable(ctx, m, now); done || err != nil {
 		return Step{}, err
-	} else if busy {
-		_, err := h.Store.QueueHeld(ctx, id, next, both(h.Jobs.Lane(inbox.ID, next), complete.Tx))
+	}
+	a, err := s.claimAndSend(ctx, m, inbox, store.StatusScheduled)
+	switch {
+	case err != nil:
+		return Step{}, err
+	case a.refused != nil:
+		next := now.Add(heldWait(a.refused))
+		_, err := h.Store.QueueHeld(ctx, m, next, h.Jobs.Lane(inbox.ID, next))
 		return Step{}, ignoreNotHeld(err)
 	}
-	return s.dispatch(ctx, m, inbox, complete, true, retryAt)
+	return a.step(now), nil
 }
 
-// DispatchLane sends the first queued message of the inbox's lane, if its
-// windows have room; otherwise it asks to be run again when they should.
-// complete completes the job and enqueues the lane's next one, inside the
-// transaction that records the message's fate. retryAt is as for
-// DispatchDue.
-func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete store.Completion, retryAt func() time.Time) (Step, error) {
+// DispatchLane sends the inbox's queued messages, first due first, while
+// their windows have room, for up to laneBatch messages or LaneRun; then
+// it yields to the other jobs, or waits for the time its windows should
+// have room. It ends (end: the job completed, in a transaction that finds
+// the lane empty under store.LockLane) when no message is queued. rescued
+// is as for DispatchDue, for the inbox's sends.
+func (s *Sender) DispatchLane(ctx context.Context, inboxID string, rescued bool, end store.JobTx) (Step, error) {
 	h := s.o.Hold
+	if rescued {
+		if err := s.recover(ctx, store.RecoverScope{InboxID: inboxID}); err != nil {
+			return Step{}, err
+		}
+	}
 	start := s.o.Clock.Mono()
 	for sent := 0; ; {
+		if sent >= laneBatch || s.o.Clock.Mono()-start >= LaneRun {
+			return Step{Snooze: yield}, nil
+		}
 		m, err := h.Store.LaneHead(ctx, inboxID)
 		if errors.Is(err, store.ErrNotFound) {
-			return Step{}, nil
+			if ended, err := h.Store.EndLane(ctx, inboxID, end); err != nil || ended {
+				return Step{}, err
+			}
+			continue // queued meanwhile
 		} else if err != nil {
 			return Step{}, err
 		}
@@ -129,27 +158,44 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, complete stor
 		} else if err != nil {
 			return Step{}, err
 		}
-		// The batch's last message completes the job with its outcome, and
-		// enqueues the lane's next run behind the other inboxes' jobs.
-		last := sent+1 >= laneBatch || s.o.Clock.Mono()-start >= LaneRun
-		job := store.NoCompletion
-		if last {
-			job = complete
+		now := s.o.Clock.Now()
+		if done, err := s.settleUnsendable(ctx, m, now); err != nil {
+			return Step{}, err
+		} else if done {
+			continue
 		}
-		step, err := s.dispatch(ctx, m, inbox, job, false, retryAt)
+		a, err := s.claimAndSend(ctx, m, inbox, store.StatusQueued)
 		switch {
-		case err != nil || step.Retry != nil:
-			return step, err
-		case step.Snooze > 0:
-			if step.Snooze > laneWait || s.o.Clock.Mono()-start+step.Snooze >= LaneRun || !s.wait(ctx, step.Snooze) {
-				return step, nil
+		case err != nil:
+			return Step{}, err
+		case a.lost:
+			continue
+		case a.refused != nil:
+			wait := heldWait(a.refused)
+			if err := h.Store.SetNextAttempt(ctx, m.ID, now.Add(wait)); err != nil {
+				return Step{}, err
 			}
-		case step.finished && last:
-			return Step{}, nil
-		case step.finished:
+			if wait > laneWait || s.o.Clock.Mono()-start+wait >= LaneRun || !s.wait(ctx, wait) {
+				return Step{Snooze: max(wait, time.Millisecond)}, nil
+			}
+		case a.unavailable || !a.retryAt.IsZero():
+			return a.step(now), nil
+		default:
 			sent++
 		}
 	}
+}
+
+// recover gives back, or resolves, the sends in scope that a server which
+// died left in flight past their deadline (store.RecoverSends): a rescued
+// job's message may be among them.
+func (s *Sender) recover(ctx context.Context, scope store.RecoverScope) error {
+	n, err := s.o.Hold.Store.RecoverSends(ctx, scope, s.o.Clock.Now(), s.o.Hold.Jobs.Lane)
+	if n > 0 {
+		s.o.Logger.WarnContext(ctx, "sends left in flight by a server that stopped resolved", slog.Int64("sends", n),
+			slog.String("message_id", scope.MessageID), slog.String("inbox_id", scope.InboxID))
+	}
+	return err
 }
 
 // wait waits d unless ctx ends or the Sender begins to shut down; it
@@ -165,38 +211,67 @@ func (s *Sender) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// dispatch sends held message m now if its windows have room. own says
-// the job is the message's own (a scheduled message's); else it is its
-// inbox's lane's, which goes on to the next message when this one needs
-// nothing more (Step.again). A scheduled message the throttle refuses
-// joins its lane, queued; a queued one waits for the time the throttle
-// names.
-func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.Inbox, complete store.Completion, own bool,
-	retryAt func() time.Time) (Step, error) {
+// settleUnsendable fails held message m, read at now, if it can no longer
+// be sent: expired (QUEUE_MAX_AGE past its due time) or to a domain the
+// filter now blocks. done reports that m needs nothing more, failed here
+// or changed meanwhile.
+func (s *Sender) settleUnsendable(ctx context.Context, m *store.Message, now time.Time) (done bool, err error) {
 	h := s.o.Hold
-	now := s.o.Clock.Now()
-	due := dueTime(m)
-	if now.Sub(due) > h.maxAge() {
-		_, err := h.Store.FailHeld(ctx, m.ID, expiredError, finishing(own, complete))
+	reason := ""
+	if now.Sub(dueTime(m)) > h.maxAge() {
+		reason = expiredError
 		s.o.Logger.WarnContext(ctx, "held message expired", slog.String("message_id", m.ID))
-		return Step{again: !own}, ignoreNotHeld(err)
-	}
-	req, err := heldRequest(m, inbox)
-	if err != nil {
-		return Step{}, err
-	}
-	if err := s.checkDomains(ctx, req); err != nil {
+	} else if req, err := heldRequest(m, nil); err != nil {
+		return false, err
+	} else if err := s.checkDomains(ctx, req); err != nil {
 		var blocked *BlockedError
 		if !errors.As(err, &blocked) {
-			return Step{}, err
+			return false, err
 		}
-		_, err = h.Store.FailHeld(ctx, m.ID, blocked.Error(), finishing(own, complete))
-		return Step{again: !own}, ignoreNotHeld(err)
+		reason = blocked.Error()
 	}
+	if reason == "" {
+		return false, nil
+	}
+	_, err = h.Store.FailHeld(ctx, m, reason)
+	return true, ignoreNotHeld(err)
+}
 
+// attempt is what claimAndSend did with a held message; the zero attempt
+// sent it (or failed it for good) and recorded that.
+type attempt struct {
+	refused     *throttle.RateLimitedError // the windows are full: nothing taken, nothing written
+	unavailable bool                       // the throttle could not be asked
+	lost        bool                       // a cancel or reschedule came first: it is theirs
+	retryAt     time.Time                  // the provider failed temporarily: held again until then
+}
+
+// step is the job's Step after a that was not refused.
+func (a attempt) step(now time.Time) Step {
+	switch {
+	case a.unavailable:
+		return Step{Snooze: unavailableSnooze}
+	case !a.retryAt.IsZero():
+		return Step{Snooze: max(a.retryAt.Sub(now), time.Millisecond)}
+	}
+	return Step{}
+}
+
+// claimAndSend sends held message m now, if its windows have room: it
+// claims m at the version it was read at (so a cancel or reschedule
+// answered meanwhile wins), sends it, and records the outcome. A
+// temporary provider failure puts it back with status held (scheduled or
+// queued) and a next attempt, which the message's record is the one source
+// of: the job waits until then.
+func (s *Sender) claimAndSend(ctx context.Context, m *store.Message, inbox *store.Inbox, held string) (attempt, error) {
+	h := s.o.Hold
+	req, err := heldRequest(m, inbox)
+	if err != nil {
+		return attempt{}, err
+	}
 	id, ok := s.enter(m.Size)
 	if !ok {
-		return Step{Snooze: time.Second}, nil // taken up again by the next start
+		return attempt{unavailable: true}, nil // taken up again by the next start
 	}
 	defer s.leave(id)
 	lease := s.o.Budget.Lease(m.Size)
@@ -204,33 +279,25 @@ func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.In
 	tk, err := s.o.Throttle.Reserve(ctx, throttle.Request{Inbox: InboxKey(inbox), Override: InboxOverride(inbox), Lease: lease})
 	var rl *throttle.RateLimitedError
 	switch {
-	case errors.As(err, &rl) && own:
-		next := now.Add(heldWait(rl))
-		_, err := h.Store.QueueHeld(ctx, m.ID, next, both(h.Jobs.Lane(inbox.ID, next), complete.Tx))
-		return Step{}, ignoreNotHeld(err)
 	case errors.As(err, &rl):
-		wait := heldWait(rl)
-		if err := h.Store.SetNextAttempt(ctx, m.ID, now.Add(wait)); err != nil {
-			return Step{}, err
-		}
-		return Step{Snooze: max(wait, time.Millisecond)}, nil
+		return attempt{refused: rl}, nil
 	case err != nil:
 		s.o.Logger.WarnContext(ctx, "throttle unavailable; held message waits", slog.String("message_id", m.ID), slog.Any("error", err))
-		return Step{Snooze: unavailableSnooze}, nil
+		return attempt{unavailable: true}, nil
 	}
 	// The content is read once the send is admitted: a refusal costs none.
 	// A message whose size is its bodies' has none to read.
 	if m.Size > len(m.Text)+len(m.HTML) {
 		if req.Attachments, err = s.heldAttachments(ctx, m.ID); err != nil {
 			s.settle(ctx, tk.Release, m.ID)
-			return Step{}, err
+			return attempt{}, err
 		}
 	}
 	ctx = context.WithoutCancel(ctx) // from the claim on, the send finishes and is recorded
 	leave, err := s.sending(ctx, inbox.ID)
 	if err != nil {
 		s.settle(ctx, tk.Release, m.ID)
-		return Step{}, err
+		return attempt{}, err
 	}
 	defer leave()
 	at := s.o.Clock.Now().UTC()
@@ -238,39 +305,43 @@ func (s *Sender) dispatch(ctx context.Context, m *store.Message, inbox *store.In
 	if err := h.Store.ClaimHeld(ctx, m, slot); err != nil {
 		s.settle(ctx, tk.Release, m.ID)
 		if errors.Is(err, store.ErrNotHeld) || errors.Is(err, store.ErrNotFound) {
-			return Step{again: !own}, nil // canceled (or rescheduled) meanwhile: it wins
+			return attempt{lost: true}, nil
 		}
-		return Step{}, err
+		return attempt{}, err
 	}
 	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), reserved+lease, m)
-	if sendErr != nil && temporary(sendErr) && s.o.Clock.Now().Sub(due) < h.maxAge() {
-		// Not taken: held again as it was (a lane's message queued, first
-		// in its lane by its due time; a scheduled one scheduled), and this
-		// attempt fails, for the job runner's backoff. QUEUE_MAX_AGE past
-		// its due time, the next attempt finds it expired.
+	if sendErr != nil && temporary(sendErr) && s.o.Clock.Now().Sub(dueTime(m)) < h.maxAge() {
+		// Not taken: held again as it was, and tried again at next. Past
+		// QUEUE_MAX_AGE from its due time, that attempt finds it expired.
 		s.settle(ctx, tk.Release, m.ID)
-		status := store.StatusQueued
-		if own {
-			status = store.StatusScheduled
-		}
+		next := retryTime(m, s.o.Clock.Now())
 		s.o.Logger.InfoContext(ctx, "provider failed temporarily; held message retried later", slog.String("message_id", m.ID),
-			slog.String("cause", providers.Cause(sendErr)))
-		next := retryAt()
-		if err := h.Store.FinishHeld(ctx, m.ID, store.Outcome{Status: status, NextAttemptAt: &next}, store.NoCompletion); err != nil {
-			return Step{}, err
+			slog.String("cause", providers.Cause(sendErr)), slog.Time("next_attempt_at", next))
+		if err := h.Store.FinishHeld(ctx, m.ID, store.Outcome{Status: held, NextAttemptAt: &next}); err != nil {
+			return attempt{}, err
 		}
-		return Step{Retry: fmt.Errorf("skuld: message %s: %w", m.ID, sendErr)}, nil
+		return attempt{retryAt: next}, nil
 	}
 	out, _ := s.conclude(ctx, tk, m, providerID, sendErr)
-	if err := h.Store.FinishHeld(ctx, m.ID, out, complete); err != nil {
-		// As in deliver: the row stays "sending", resolved at start-up.
+	if err := h.Store.FinishHeld(ctx, m.ID, out); err != nil {
+		// As in deliver: the row stays "sending", resolved by the recovery
+		// of sends left in flight.
 		s.o.Logger.ErrorContext(ctx, "record held send outcome", slog.String("message_id", m.ID), slog.Any("error", err))
-		return Step{}, err
+		return attempt{}, err
 	}
 	if h.Observer != nil && m.ScheduledAt != nil {
 		h.Observer.Dispatched(at.Sub(*m.ScheduledAt))
 	}
-	return Step{finished: true}, nil
+	return attempt{}, nil
+}
+
+// retryTime is when a held message whose provider failed temporarily at
+// now is tried again: after half the time it has waited since it became
+// due, at least a second and at most an hour, so that a provider down for
+// a while is asked ever less often (as River's backoff would, from the
+// message's own record rather than a job's attempts).
+func retryTime(m *store.Message, now time.Time) time.Time {
+	return now.Add(min(max(now.Sub(dueTime(m))/2, time.Second), time.Hour))
 }
 
 // HoldObserver is told the lateness of each held message sent: the time it
@@ -295,26 +366,6 @@ func dueTime(m *store.Message) time.Time {
 	return m.CreatedAt
 }
 
-// both runs a then b in the same transaction.
-func both(a, b store.JobTx) store.JobTx {
-	return func(ctx context.Context, tx *sql.Tx) error {
-		if err := a(ctx, tx); err != nil {
-			return err
-		}
-		return b(ctx, tx)
-	}
-}
-
-// finishing is complete for a scheduled message's own job, which the
-// message's failure finishes; a lane's job goes on to the next message
-// instead.
-func finishing(own bool, complete store.Completion) store.JobTx {
-	if own {
-		return complete.Tx
-	}
-	return store.NoCompletion.Tx
-}
-
 // ignoreNotHeld drops the error of a change that lost to a cancel or a
 // reschedule: the message is theirs.
 func ignoreNotHeld(err error) error {
@@ -328,7 +379,7 @@ func ignoreNotHeld(err error) error {
 // dispatch needs it: its recipients, parsed again from their stored
 // canonical form for the domain filter and the envelope.
 func heldRequest(m *store.Message, inbox *store.Inbox) (SendRequest, error) {
-	req := SendRequest{MessageID: m.ID, InboxID: inbox.ID, Inbox: inbox, Subject: m.Subject}
+	req := SendRequest{MessageID: m.ID, InboxID: m.InboxID, Inbox: inbox, Subject: m.Subject}
 	for _, l := range []struct {
 		dst *[]address.Address
 		src store.StringList

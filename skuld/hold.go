@@ -19,11 +19,14 @@ type HeldStore interface {
 	ClaimHeld(ctx context.Context, m *store.Message, slot *store.SendSlot) error
 	CancelHeld(ctx context.Context, id string) (*store.Message, error)
 	RescheduleHeld(ctx context.Context, id string, at time.Time, job store.JobTx) (*store.Message, error)
-	QueueHeld(ctx context.Context, id string, next time.Time, job store.JobTx) (*store.Message, error)
-	FailHeld(ctx context.Context, id, reason string, job store.JobTx) (*store.Message, error)
-	FinishHeld(ctx context.Context, id string, o store.Outcome, c store.Completion) error
+	QueueHeld(ctx context.Context, m *store.Message, next time.Time, job store.JobTx) (*store.Message, error)
+	FailHeld(ctx context.Context, m *store.Message, reason string) (*store.Message, error)
+	FinishHeld(ctx context.Context, id string, o store.Outcome) error
 	LaneHead(ctx context.Context, inboxID string) (*store.Message, error)
+	EndLane(ctx context.Context, inboxID string, end store.JobTx) (bool, error)
 	SetNextAttempt(ctx context.Context, id string, at time.Time) error
+	RecoverSends(ctx context.Context, scope store.RecoverScope, before time.Time,
+		lane func(inboxID string, at time.Time) store.JobTx) (int64, error)
 }
 
 // Jobs writes the jobs that dispatch held messages (package hold does it

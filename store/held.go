@@ -41,6 +41,7 @@ func (s *Store) CreateHeldMessage(ctx context.Context, m *Message, atts []Attach
 	if !Held(m.Status) {
 		return fmt.Errorf("store: create held message %s: status %q is not held", m.ID, m.Status)
 	}
+	m.Version = 1
 	s.prepareCreate(m, atts, newThread, nil)
 	err := s.inTx(ctx, func(tx *gorm.DB, sqlTx *sql.Tx) error {
 		if err := s.insertMessage(tx, m, atts, newThread, nil); err != nil {
@@ -52,30 +53,29 @@ func (s *Store) CreateHeldMessage(ctx context.Context, m *Message, atts []Attach
 }
 
 // ClaimHeld moves a held message to sending and writes its slot in the
-// throttle's log, in one transaction, if and only if it is still held
-// (ErrNotHeld otherwise; ErrNotFound if it is gone). It is the one
-// compare-and-set that decides between a dispatch and a cancel: of the
-// two, exactly one changes the row. m is the message as the caller read
-// it; its status and next attempt are updated in place.
+// throttle's log, in one transaction, if and only if it is still held at
+// the version m was read at (ErrNotHeld otherwise; ErrNotFound if it is
+// gone). It is the one compare-and-set that decides between a dispatch and
+// a cancel or reschedule: of the two, exactly one changes the row, so a
+// change answered 200 is never overtaken by a dispatch of the message as
+// it was. m's status, next attempt and version are updated in place.
 func (s *Store) ClaimHeld(ctx context.Context, m *Message, slot *SendSlot) error {
 	prepareSlot(slot, m)
+	var err error
 	if s.driver == DriverPostgres {
-		if err := s.claimHeldPostgres(ctx, m, slot); err != nil {
-			return wrap(err, "claim held message %s", m.ID)
-		}
-		m.Status, m.NextAttemptAt = StatusSending, nil
-		return nil
+		err = s.claimHeldPostgres(ctx, m, slot)
+	} else {
+		err = s.inTx(ctx, func(tx *gorm.DB, _ *sql.Tx) error {
+			if err := s.casHeld(tx, m.ID, m.Version, map[string]any{"status": StatusSending, "next_attempt_at": nil}); err != nil {
+				return err
+			}
+			return tx.Create(slot).Error
+		})
 	}
-	err := s.inTx(ctx, func(tx *gorm.DB, _ *sql.Tx) error {
-		if err := s.casHeld(tx, m.ID, map[string]any{"status": StatusSending, "next_attempt_at": nil}); err != nil {
-			return err
-		}
-		return tx.Create(slot).Error
-	})
 	if err != nil {
 		return wrap(err, "claim held message %s", m.ID)
 	}
-	m.Status, m.NextAttemptAt = StatusSending, nil
+	m.Status, m.NextAttemptAt, m.Version = StatusSending, nil, m.Version+1
 	return nil
 }
 
@@ -87,67 +87,78 @@ func (s *Store) ClaimHeld(ctx context.Context, m *Message, slot *SendSlot) error
 // a deletion of the inbox either sees the slot in flight, or comes first
 // and leaves no message to claim (ErrNotFound, nothing sent).
 func (s *Store) claimHeldPostgres(ctx context.Context, m *Message, slot *SendSlot) error {
-	res := s.db.WithContext(ctx).Exec(inboxLockCTE+`c AS (UPDATE messages SET status = ?, next_attempt_at = NULL
-		WHERE `+inboxLocked+`id = ? AND status IN ?  RETURNING id)
+	res := s.db.WithContext(ctx).Exec(inboxLockCTE+`c AS (UPDATE messages SET status = ?, next_attempt_at = NULL,
+		version = version + 1 WHERE `+inboxLocked+`id = ? AND version = ? AND status IN ? RETURNING id)
 		INSERT INTO send_log (id, inbox_id, scope, reserved_at, deadline)
 		SELECT ?, ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz) FROM c`,
-		slot.InboxID, StatusSending, m.ID, heldStatuses, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline)
+		slot.InboxID, StatusSending, m.ID, m.Version, heldStatuses, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline)
 	if res.Error != nil || res.RowsAffected == 1 {
 		return res.Error
 	}
-	var status string
-	if err := s.db.WithContext(ctx).Model(&Message{}).Where("id = ?", m.ID).Select("status").Take(&status).Error; err != nil {
-		return err
-	}
-	return fmt.Errorf("%w (it is %s)", ErrNotHeld, status)
+	return notHeld(s.db.WithContext(ctx), m.ID)
 }
 
-// casHeld applies updates to message id if it is held.
-func (s *Store) casHeld(tx *gorm.DB, id string, updates map[string]any) error {
-	res := tx.Model(&Message{}).Where("id = ? AND status IN ?", id, heldStatuses).Updates(updates)
+// casHeld applies updates to message id if it is held and, unless version
+// is 0, still at that version; it bumps the version.
+func (s *Store) casHeld(tx *gorm.DB, id string, version int, updates map[string]any) error {
+	updates["version"] = gorm.Expr("version + 1")
+	q := tx.Model(&Message{}).Where("id = ? AND status IN ?", id, heldStatuses)
+	if version != 0 {
+		q = q.Where("version = ?", version)
+	}
+	res := q.Updates(updates)
 	if res.Error != nil || res.RowsAffected == 1 {
 		return res.Error
 	}
-	var status string
-	if err := tx.Model(&Message{}).Where("id = ?", id).Select("status").Take(&status).Error; err != nil {
-		return err // gorm.ErrRecordNotFound: gone
+	return notHeld(tx, id)
+}
+
+// notHeld is the error of a change of message id that found it not held,
+// or held at another version; gorm.ErrRecordNotFound if it is gone.
+func notHeld(db *gorm.DB, id string) error {
+	var m Message
+	if err := db.Model(&Message{}).Where("id = ?", id).Select("status", "version").Take(&m).Error; err != nil {
+		return err
 	}
-	return fmt.Errorf("%w (it is %s)", ErrNotHeld, status)
+	return fmt.Errorf("%w (it is %s, version %d)", ErrNotHeld, m.Status, m.Version)
 }
 
 // CancelHeld cancels a held message: see ClaimHeld for the race with its
 // dispatch. It returns the message as canceled.
 func (s *Store) CancelHeld(ctx context.Context, id string) (*Message, error) {
-	return s.changeHeld(ctx, id, map[string]any{"status": StatusCanceled, "next_attempt_at": nil}, nil)
+	return s.changeHeld(ctx, id, 0, map[string]any{"status": StatusCanceled, "next_attempt_at": nil}, nil)
 }
 
 // RescheduleHeld makes a held message scheduled for at, and writes its
 // new job with job in the same transaction; a job written before for it
 // finds it due at another time and does nothing.
 func (s *Store) RescheduleHeld(ctx context.Context, id string, at time.Time, job JobTx) (*Message, error) {
-	return s.changeHeld(ctx, id, map[string]any{"status": StatusScheduled, "scheduled_at": utc(at),
+	return s.changeHeld(ctx, id, 0, map[string]any{"status": StatusScheduled, "scheduled_at": utc(at),
 		"next_attempt_at": nil}, job)
 }
 
-// QueueHeld makes a held message queued, expected to have room at next,
-// and writes (or makes sure of) its inbox's lane job with job.
-func (s *Store) QueueHeld(ctx context.Context, id string, next time.Time, job JobTx) (*Message, error) {
-	return s.changeHeld(ctx, id, map[string]any{"status": StatusQueued, "next_attempt_at": utc(next)}, job)
+// QueueHeld makes held message m queued, expected to have room at next, if
+// it is still at the version m was read at, and writes (or makes sure of)
+// its inbox's lane job with job.
+func (s *Store) QueueHeld(ctx context.Context, m *Message, next time.Time, job JobTx) (*Message, error) {
+	return s.changeHeld(ctx, m.ID, m.Version, map[string]any{"status": StatusQueued, "next_attempt_at": utc(next)}, job)
 }
 
-// FailHeld fails a held message without sending it (expired, or its
-// domain blocked at dispatch), in the transaction job completes its job in.
-func (s *Store) FailHeld(ctx context.Context, id, reason string, job JobTx) (*Message, error) {
-	return s.changeHeld(ctx, id, map[string]any{"status": StatusFailed, "error": reason, "next_attempt_at": nil}, job)
+// FailHeld fails held message m without sending it (expired, or its domain
+// blocked at dispatch), if it is still at the version m was read at.
+func (s *Store) FailHeld(ctx context.Context, m *Message, reason string) (*Message, error) {
+	return s.changeHeld(ctx, m.ID, m.Version, map[string]any{"status": StatusFailed, "error": reason, "next_attempt_at": nil}, nil)
 }
 
-func (s *Store) changeHeld(ctx context.Context, id string, updates map[string]any, job JobTx) (*Message, error) {
+// changeHeld applies updates to held message id (at version, unless 0)
+// and runs job in the same transaction.
+func (s *Store) changeHeld(ctx context.Context, id string, version int, updates map[string]any, job JobTx) (*Message, error) {
 	if !isText(id) {
 		return nil, notText("message", id)
 	}
 	var m Message
 	err := s.inTx(ctx, func(tx *gorm.DB, sqlTx *sql.Tx) error {
-		if err := s.casHeld(tx, id, updates); err != nil {
+		if err := s.casHeld(tx, id, version, updates); err != nil {
 			return err
 		}
 		if job != nil {
@@ -163,59 +174,61 @@ func (s *Store) changeHeld(ctx context.Context, id string, updates map[string]an
 	return &m, nil
 }
 
-// Completion completes a held message's job when its outcome is recorded
-// (FinishHeld). Tx does it inside the outcome's transaction; SQL, when
-// set, is the same change as one statement, which on PostgreSQL FinishHeld
-// makes part of the outcome's own: one round trip where the transaction
-// (BEGIN, the outcome, the job, COMMIT) takes four.
-type Completion struct {
-	Tx  JobTx
-	SQL *JobSQL
-}
-
-// NoCompletion completes nothing.
-var NoCompletion = Completion{Tx: func(context.Context, *sql.Tx) error { return nil }}
-
-// JobSQL is a job's change as one data-modifying statement on PostgreSQL,
-// with ? placeholders, that returns a row (RETURNING) when it took effect.
-// Args are taken when it runs; What names it in the error of one that took
-// no effect.
-type JobSQL struct {
-	SQL  string
-	Args func() []any
-	What string
-}
-
 // FinishHeld records a dispatched message's outcome (see
 // UpdateMessageOutcome; a held status puts it back, not taken, to be
-// tried again) and completes its job with c, both or neither.
-func (s *Store) FinishHeld(ctx context.Context, id string, o Outcome, c Completion) error {
-	if s.driver == DriverPostgres && c.SQL != nil {
-		return wrap(s.finishHeldPostgres(ctx, id, o, c.SQL), "finish held message %s", id)
-	}
-	err := s.inTx(ctx, func(tx *gorm.DB, sqlTx *sql.Tx) error {
-		if _, err := s.writeOutcome(tx, id, o, true); err != nil {
+// tried again): one statement on PostgreSQL. Its job is River's to
+// complete when the dispatch returns; one run again after a crash between
+// the two finds the message no longer held at its version, and does
+// nothing.
+func (s *Store) FinishHeld(ctx context.Context, id string, o Outcome) error {
+	var err error
+	if s.driver == DriverPostgres {
+		_, err = s.writeOutcome(s.db.WithContext(ctx), id, o, true)
+	} else {
+		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			_, err := s.writeOutcome(tx, id, o, true)
 			return err
-		}
-		return c.Tx(ctx, sqlTx)
-	})
+		})
+	}
 	return wrap(err, "finish held message %s", id)
 }
 
-// finishHeldPostgres is FinishHeld in ONE statement: the job's change (j)
-// first, and the slot's and the message's writes only if it took effect,
-// as a transaction would roll them back with a job's change that failed.
-func (s *Store) finishHeldPostgres(ctx context.Context, id string, o Outcome, job *JobSQL) error {
-	const guard = ` AND EXISTS (SELECT 1 FROM j)`
-	slot, slotVars, set, setVars := outcomeSQL(id, o, utcPtr(o.SentAt), utcPtr(o.CountedAt), true, guard)
-	vars := append(append(job.Args(), slotVars...), setVars...)
-	var done int64
-	err := s.db.WithContext(ctx).Raw("WITH j AS ("+job.SQL+"), l AS ("+slot+"), m AS ("+set+") SELECT COUNT(*) FROM j",
-		vars...).Row().Scan(&done) // Row: gorm's Scan renders every statement's SQL with its values, logged or not
-	if err == nil && done == 0 {
-		err = fmt.Errorf("%s: took no effect", job.What)
+// LockLane serializes, inside tx, the writers of the inbox's lane job: a
+// transaction that queues mail and makes sure of the lane's job, and the
+// lane's job ending because it found no queued mail. Without it, the lane's
+// job could see no queued mail while a message being queued saw the job
+// still running and wrote none: that message would have no job. On
+// PostgreSQL it is a transaction-scoped advisory lock per inbox; SQLite
+// has one writer at a time already.
+func (s *Store) LockLane(ctx context.Context, tx *sql.Tx, inboxID string) error {
+	if s.driver != DriverPostgres {
+		return nil
 	}
-	return err
+	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", laneLock, inboxID)
+	return wrap(err, "lock the lane of inbox %s", inboxID)
+}
+
+// laneLock is LockLane's class of advisory locks ("lane"); with the inbox's
+// hash, it must never change.
+const laneLock int32 = 0x6c616e65
+
+// EndLane runs end (which completes the lane's job) in a transaction, under
+// LockLane, if the inbox has no queued mail; ended reports whether it did.
+func (s *Store) EndLane(ctx context.Context, inboxID string, end JobTx) (ended bool, err error) {
+	err = s.inTx(ctx, func(tx *gorm.DB, sqlTx *sql.Tx) error {
+		if err := s.LockLane(ctx, sqlTx, inboxID); err != nil {
+			return err
+		}
+		// The status written out, as DueMessage does, for the lane's index.
+		var queued bool
+		if err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM messages WHERE inbox_id = ? AND status = '`+StatusQueued+`')`,
+			inboxID).Row().Scan(&queued); err != nil || queued {
+			return err
+		}
+		ended = true
+		return end(ctx, sqlTx)
+	})
+	return ended, wrap(err, "end the lane of inbox %s", inboxID)
 }
 
 // DueMessage returns a scheduled message's row, as Message does, and
@@ -269,15 +282,6 @@ func (s *Store) SetNextAttempt(ctx context.Context, id string, at time.Time) err
 	err := s.db.WithContext(ctx).Model(&Message{}).Where("id = ? AND status = ?", id, StatusQueued).
 		Update("next_attempt_at", utc(at)).Error
 	return wrap(err, "set next attempt of message %s", id)
-}
-
-// QueuedInboxes lists the inboxes with queued messages: the lanes that
-// must have a job.
-func (s *Store) QueuedInboxes(ctx context.Context) ([]string, error) {
-	ids := []string{}
-	err := s.db.WithContext(ctx).Model(&Message{}).Where("status = ?", StatusQueued).
-		Distinct("inbox_id").Pluck("inbox_id", &ids).Error
-	return ids, wrap(err, "queued inboxes")
 }
 
 // HeldStats is what the queue metrics report.

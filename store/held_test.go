@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,7 +113,7 @@ func TestLaneOrderAndHeldTransitions(t *testing.T) {
 		later := mustHold(t, s, in, StatusQueued, t0.Add(time.Minute))
 		first := mustHold(t, s, in, StatusQueued, t0)
 		sched := mustHold(t, s, in, StatusScheduled, t0.Add(30*time.Second))
-		if _, err := s.QueueHeld(ctx, sched.ID, t0.Add(time.Hour), noJob); err != nil {
+		if _, err := s.QueueHeld(ctx, sched, t0.Add(time.Hour), noJob); err != nil {
 			t.Fatalf("QueueHeld: %v", err)
 		}
 		var order []string
@@ -124,7 +123,7 @@ func TestLaneOrderAndHeldTransitions(t *testing.T) {
 				t.Fatal(err)
 			}
 			order = append(order, head.ID)
-			if _, err := s.FailHeld(ctx, head.ID, "test", noJob); err != nil {
+			if _, err := s.FailHeld(ctx, head, "test"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -192,30 +191,18 @@ func TestDueMessageSaysWhetherItsLaneIsBusy(t *testing.T) {
 	})
 }
 
-// FinishHeld records a dispatched message's outcome, settles its slot and
-// completes the job, both or neither: sent (slot counted), put back queued
-// (slot removed, next attempt set), and nothing at all when the job's
-// change fails. The same with the job as one statement (Completion.SQL),
-// which PostgreSQL makes part of the outcome's own; a job table of the
-// test's stands for River's.
+// FinishHeld records a dispatched message's outcome and settles its slot:
+// sent (slot counted), or put back queued (slot removed, next attempt set).
 func TestFinishHeld(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "finish@example.com")
-		if err := s.db.Exec("CREATE TABLE test_job (id INTEGER PRIMARY KEY, state TEXT NOT NULL)").Error; err != nil {
-			t.Fatal(err)
-		}
-		jobs := 0
-		claim := func() (*Message, int) {
+		claim := func() *Message {
 			m := mustHold(t, s, in, StatusScheduled, t0)
 			if err := s.ClaimHeld(ctx, m, &SendSlot{Scope: in.EmailAddress, ReservedAt: t0, Deadline: t0.Add(time.Minute)}); err != nil {
 				t.Fatal(err)
 			}
-			jobs++
-			if err := s.db.Exec("INSERT INTO test_job (id, state) VALUES (?, 'running')", jobs).Error; err != nil {
-				t.Fatal(err)
-			}
-			return m, jobs
+			return m
 		}
 		slot := func(id string) (found bool, counted *time.Time) {
 			var sl SendSlot
@@ -227,84 +214,99 @@ func TestFinishHeld(t *testing.T) {
 			}
 			return true, sl.CountedAt
 		}
-		complete := func(id int, asSQL bool) Completion {
-			c := Completion{Tx: func(ctx context.Context, tx *sql.Tx) error {
-				q := "UPDATE test_job SET state = 'done' WHERE id = ? AND state = 'running'"
-				if s.driver == DriverPostgres {
-					q = strings.Replace(q, "?", "$1", 1)
-				}
-				res, err := tx.ExecContext(ctx, q, id)
-				if err != nil {
-					return err
-				}
-				if n, _ := res.RowsAffected(); n != 1 {
-					return errors.New("job not running")
-				}
-				return nil
-			}}
-			if asSQL {
-				c.SQL = &JobSQL{SQL: "UPDATE test_job SET state = 'done' WHERE id = ? AND state = 'running' RETURNING id",
-					Args: func() []any { return []any{id} }, What: "complete test job"}
-			}
-			return c
+		sent := claim()
+		pid, at := "provider-1", t0.Add(time.Second)
+		if err := s.FinishHeld(ctx, sent.ID, Outcome{Status: StatusSent, ProviderMessageID: &pid, SentAt: &at, CountedAt: &at}); err != nil {
+			t.Fatal(err)
 		}
-		state := func(id int) (st string) {
-			if err := s.db.Raw("SELECT state FROM test_job WHERE id = ?", id).Scan(&st).Error; err != nil {
+		m, err := s.Message(ctx, sent.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != StatusSent || m.ProviderMessageID == nil || *m.ProviderMessageID != pid || m.SentAt == nil || !m.SentAt.Equal(at) {
+			t.Errorf("sent: got %s, %v, %v", m.Status, m.ProviderMessageID, m.SentAt)
+		}
+		if found, counted := slot(sent.ID); !found || counted == nil || !counted.Equal(at) {
+			t.Errorf("sent: slot found %v, counted at %v; want counted at %v", found, counted, at)
+		}
+		back := claim()
+		next := t0.Add(time.Hour)
+		if err := s.FinishHeld(ctx, back.ID, Outcome{Status: StatusQueued, NextAttemptAt: &next}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err = s.Message(ctx, back.ID); err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != StatusQueued || m.NextAttemptAt == nil || !m.NextAttemptAt.Equal(next) {
+			t.Errorf("put back: got %s, next attempt %v; want queued, %v", m.Status, m.NextAttemptAt, next)
+		}
+		if found, _ := slot(back.ID); found {
+			t.Error("put back: its slot is still in the log, want it removed")
+		}
+	})
+}
+
+// A dispatch changes a held message only at the version it read it at: a
+// reschedule or cancel answered meanwhile wins over the claim, the
+// queueing and the failing of the message as it was (issue 26: a PATCH
+// answered 200, and the message went out at its old time).
+func TestHeldChangesKeepToTheVersionRead(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "version@example.com")
+		slot := func() *SendSlot {
+			return &SendSlot{Scope: in.EmailAddress, ReservedAt: t0, Deadline: t0.Add(time.Minute)}
+		}
+		dispatch := map[string]func(m *Message) error{
+			"claim": func(m *Message) error { return s.ClaimHeld(ctx, m, slot()) },
+			"queue": func(m *Message) error { _, err := s.QueueHeld(ctx, m, t0, noJob); return err },
+			"fail":  func(m *Message) error { _, err := s.FailHeld(ctx, m, "expired"); return err },
+		}
+		for name, f := range dispatch {
+			read := mustHold(t, s, in, StatusScheduled, t0)
+			if read.Version != 1 {
+				t.Fatalf("a held message is accepted at version %d, want 1", read.Version)
+			}
+			later := t0.Add(24 * time.Hour)
+			if _, err := s.RescheduleHeld(ctx, read.ID, later, noJob); err != nil {
 				t.Fatal(err)
 			}
-			return st
-		}
-		for _, asSQL := range []bool{false, true} {
-			sent, job := claim()
-			pid, at := "provider-1", t0.Add(time.Second)
-			if err := s.FinishHeld(ctx, sent.ID, Outcome{Status: StatusSent, ProviderMessageID: &pid, SentAt: &at, CountedAt: &at}, complete(job, asSQL)); err != nil {
-				t.Fatal(err)
+			if err := f(read); !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("%s of the message as read before a reschedule: %v, want ErrNotHeld", name, err)
 			}
-			m, err := s.Message(ctx, sent.ID)
+			m, err := s.Message(ctx, read.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Status != StatusSent || m.ProviderMessageID == nil || *m.ProviderMessageID != pid || m.SentAt == nil || !m.SentAt.Equal(at) {
-				t.Errorf("sent (as SQL %v): got %s, %v, %v", asSQL, m.Status, m.ProviderMessageID, m.SentAt)
+			if m.Status != StatusScheduled || !m.ScheduledAt.Equal(later) || m.Version != 2 {
+				t.Errorf("after a %s that lost: %s at %v, version %d; want scheduled at %v, version 2", name, m.Status, m.ScheduledAt, m.Version, later)
 			}
-			if found, counted := slot(sent.ID); !found || counted == nil || !counted.Equal(at) {
-				t.Errorf("sent (as SQL %v): slot found %v, counted at %v; want counted at %v", asSQL, found, counted, at)
+			if n := countRows(t, s, "SELECT COUNT(*) FROM send_log WHERE id = ?", m.ID); n != 0 {
+				t.Errorf("after a %s that lost: %d slots, want none", name, n)
 			}
-			if st := state(job); st != "done" {
-				t.Errorf("sent (as SQL %v): job %s, want done", asSQL, st)
+			if err := f(m); err != nil {
+				t.Errorf("%s at the version read: %v", name, err)
 			}
+		}
+	})
+}
 
-			back, job := claim()
-			next := t0.Add(time.Hour)
-			if err := s.FinishHeld(ctx, back.ID, Outcome{Status: StatusQueued, NextAttemptAt: &next}, complete(job, asSQL)); err != nil {
-				t.Fatal(err)
-			}
-			if m, err = s.Message(ctx, back.ID); err != nil {
-				t.Fatal(err)
-			}
-			if m.Status != StatusQueued || m.NextAttemptAt == nil || !m.NextAttemptAt.Equal(next) {
-				t.Errorf("put back (as SQL %v): got %s, next attempt %v; want queued, %v", asSQL, m.Status, m.NextAttemptAt, next)
-			}
-			if found, _ := slot(back.ID); found {
-				t.Errorf("put back (as SQL %v): its slot is still in the log, want it removed", asSQL)
-			}
-			if st := state(job); st != "done" {
-				t.Errorf("put back (as SQL %v): job %s, want done", asSQL, st)
-			}
-
-			undone, job := claim()
-			if err := s.db.Exec("UPDATE test_job SET state = 'gone' WHERE id = ?", job).Error; err != nil {
-				t.Fatal(err)
-			}
-			if err := s.FinishHeld(ctx, undone.ID, Outcome{Status: StatusSent, SentAt: &at, CountedAt: &at}, complete(job, asSQL)); err == nil {
-				t.Fatalf("FinishHeld (as SQL %v) with a job not running succeeded", asSQL)
-			}
-			if m, err = s.Message(ctx, undone.ID); err != nil || m.Status != StatusSending {
-				t.Errorf("after a failed job (as SQL %v): %v, %v; want the message still sending", asSQL, m.Status, err)
-			}
-			if found, counted := slot(undone.ID); !found || counted != nil {
-				t.Errorf("after a failed job (as SQL %v): slot found %v, counted %v; want it in flight", asSQL, found, counted)
-			}
+// EndLane runs its job only when the inbox has no queued mail.
+func TestEndLaneOnlyWhenEmpty(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "end@example.com")
+		ran := 0
+		end := func(context.Context, *sql.Tx) error { ran++; return nil }
+		m := mustHold(t, s, in, StatusQueued, t0)
+		if ended, err := s.EndLane(ctx, in.ID, end); err != nil || ended || ran != 0 {
+			t.Fatalf("EndLane with a message queued: ended %v, %v, job ran %d times; want not ended", ended, err, ran)
+		}
+		if _, err := s.CancelHeld(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+		if ended, err := s.EndLane(ctx, in.ID, end); err != nil || !ended || ran != 1 {
+			t.Fatalf("EndLane of an empty lane: ended %v, %v, job ran %d times; want ended once", ended, err, ran)
 		}
 	})
 }

@@ -100,7 +100,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	lock, moved, err := joinDatabase(ctx, cfg, st, logger)
+	lock, moved, alone, err := joinDatabase(ctx, cfg, st, logger)
 	if err != nil {
 		logger.Error("refusing to start", slog.Any("error", err))
 		a.closeAll()
@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
 	a.metrics.WatchHeld(st, a.clock.Now)
 	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
-		RescueAfter: LongestDrain(cfg), Alone: a.throttle.shared == nil})
+		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: alone})
 	if err != nil {
 		a.closeAll()
 		return nil, err
@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		return nil, err
 	}
 	a.api = api.New(api.Options{
-		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, ThrottleFailOpen: cfg.ThrottleFail == "open",
+		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AllowedHosts:           cfg.AllowedHostList(),

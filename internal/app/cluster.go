@@ -111,12 +111,13 @@ func whoStarts() string {
 // joinDatabase takes this server's place on the database of st: the server
 // lock, and the throttle identity. moved reports that the throttle's
 // backend (or its Redis) is not the one recorded: the shared state must be
-// rebuilt from the send record.
-func joinDatabase(ctx context.Context, cfg config.Config, st *store.Store, logger *slog.Logger) (lock *store.ServerLock, moved bool, err error) {
+// rebuilt from the send record. alone reports that no other server held
+// the lock when this one took it.
+func joinDatabase(ctx context.Context, cfg config.Config, st *store.Store, logger *slog.Logger) (lock *store.ServerLock, moved, alone bool, err error) {
 	mine := identityOf(cfg)
-	lock, alone, err := st.LockAlone(ctx)
+	lock, alone, err = st.LockAlone(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if alone {
 		moved, err = adopt(ctx, st, mine, logger)
@@ -125,42 +126,42 @@ func joinDatabase(ctx context.Context, cfg config.Config, st *store.Store, logge
 		}
 		if err != nil {
 			lock.Release()
-			return nil, false, err
+			return nil, false, false, err
 		}
-		return lock, moved, nil
+		return lock, moved, true, nil
 	}
 	theirs, err := st.ThrottleIdentity(ctx)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if mine.Backend == "memory" || st.Driver() != store.DriverPostgres {
-		return nil, false, anotherServer(theirs)
+		return nil, false, false, anotherServer(theirs)
 	}
 	deadline := time.Now().Add(joinWait)
 	for {
 		lock, joined, err := st.JoinShared(ctx)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		if joined {
 			// The identity is read under the lock: a server that was
 			// starting has recorded its own by now.
 			if theirs, err = st.ThrottleIdentity(ctx); err != nil {
 				lock.Release()
-				return nil, false, err
+				return nil, false, false, err
 			}
 			if diffs := differences(mine, *theirs); len(diffs) > 0 {
 				lock.Release()
-				return nil, false, mismatchError(diffs, theirs)
+				return nil, false, false, mismatchError(diffs, theirs)
 			}
-			return lock, false, nil
+			return lock, false, false, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, false, anotherServer(theirs)
+			return nil, false, false, anotherServer(theirs)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return nil, false, false, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -5,22 +5,24 @@
 // the message it dispatches (River's pgx driver takes a pgx.Tx, which the
 // store's gorm transactions are not).
 //
-// Two kinds of job:
+// River owns the jobs and the message's row owns the message: this package
+// touches River's tables only through River's client. Two kinds of job:
 //
 //   - due (one per scheduled message): runs at the message's time and
 //     dispatches it (skuld.Sender.DispatchDue) if it is still scheduled for
 //     that time; a canceled or rescheduled message makes it a no-op.
 //   - lane (at most one per inbox, unique by inbox): dispatches the inbox's
 //     queued messages one at a time in the order they became due
-//     (skuld.Sender.DispatchLane). A lane whose windows are full snoozes
-//     until the throttle's Retry-After; when it sends one, the same
-//     transaction that records the outcome completes it and enqueues the
-//     lane's next job, which River runs behind the other inboxes' jobs. So
-//     one inbox with thousands queued holds one job, not thousands, and
-//     cannot starve another inbox's mail.
+//     (skuld.Sender.DispatchLane), a batch per run, yielding to the other
+//     inboxes' jobs between batches. So one inbox with thousands queued
+//     holds one job, not thousands, and cannot starve another inbox's mail.
+//     The job is written in the transaction that queues a message, and
+//     ends only in a transaction that finds the lane empty, both under the
+//     lane's lock (store.LockLane): queued mail always has a job.
 //
-// A periodic sweep (on River's leader) makes sure every inbox with queued
-// mail has a lane job, whatever a crash or a race left behind.
+// Every job has a finite timeout, above the longest send it can start, so
+// that River's rescuer runs again the jobs of a server that died; the
+// rescued run first recovers the sends that server left in flight.
 package hold
 
 import (
@@ -44,18 +46,17 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// Job kinds, as stored in river_job.kind: never change them.
+// Job kinds, as River stores them: never change them.
 const (
-	kindDue   = "nornweave_due"
-	kindLane  = "nornweave_lane"
-	kindSweep = "nornweave_sweep"
+	kindDue  = "nornweave_due"
+	kindLane = "nornweave_lane"
 )
 
-// maxAttempts bounds River's retries of a job that fails (a provider
-// failing temporarily): with River's backoff (attempt⁴ seconds), the last
-// attempt comes after config.MaxQueueMaxAge, the longest QUEUE_MAX_AGE, so
-// a message is failed, expired, by an attempt before River gives its job
-// up (TestRetriesOutlastMaxQueueMaxAge).
+// maxAttempts bounds River's retries of a job whose dispatch fails (the
+// database, not the provider: a provider failing temporarily puts the
+// message back with its next attempt, and the job snoozes until then).
+// With River's backoff (attempt⁴ seconds) the last comes after about two
+// weeks; a rescue counts as an attempt too.
 const maxAttempts = 25
 
 type dueArgs struct {
@@ -77,13 +78,10 @@ var laneUnique = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 }}
 
-type sweepArgs struct{}
-
-func (sweepArgs) Kind() string { return kindSweep }
-
-// Store is what the queue reads itself: the lanes that need a job.
+// Store is what the queue needs of the store beyond the Sender's: the
+// lane's lock, which a lane's job takes before it is written.
 type Store interface {
-	QueuedInboxes(ctx context.Context) ([]string, error)
+	LockLane(ctx context.Context, tx *sql.Tx, inboxID string) error
 }
 
 // Options configures a Queue.
@@ -101,16 +99,12 @@ type Options struct {
 	// due; a scheduled send goes out within about this of its time
 	// (default 50 ms: an indexed query, twenty a second when idle).
 	PollInterval time.Duration
-	// RescueAfter is how long a job may run before River takes it for one
-	// abandoned by a server that died, and runs it again (default 1 h).
-	// It must exceed the longest send.
-	RescueAfter time.Duration
-	// SweepInterval is how often every queued inbox is made sure of a
-	// lane job (default 15 s).
-	SweepInterval time.Duration
-	// Alone says no other server uses the database: jobs left running
-	// at start-up are this server's from before a crash and are run again
-	// at once, instead of after RescueAfter.
+	// LongestLease is the lease of the largest message the server
+	// accepts: a job's timeout is JobTimeout of it.
+	LongestLease time.Duration
+	// Alone says the server holds the database to itself (its server
+	// lock): at start it runs early the jobs due within the time a dead
+	// run's River leadership may outlive it (see Start).
 	Alone bool
 }
 
@@ -122,11 +116,6 @@ type Queue struct {
 	client *river.Client[*sql.Tx]
 	sender *skuld.Sender
 	logger *slog.Logger
-
-	// retries holds, by job id, the time of a failed attempt's retry
-	// until River asks NextRetry for it (it does not for a job it
-	// discards, after maxAttempts: that entry stays, a few bytes).
-	retries sync.Map
 
 	mu      sync.Mutex
 	started bool
@@ -149,24 +138,20 @@ func New(o Options) (*Queue, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{o: o, logger: o.Logger}
+	timeout := JobTimeout(o.LongestLease)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, river.WorkFunc(q.workDue))
-	river.AddWorker(workers, river.WorkFunc(q.workLane))
-	river.AddWorker(workers, river.WorkFunc(q.workSweep))
-	sweepEvery := cmp.Or(o.SweepInterval, 15*time.Second)
+	river.AddWorker(workers, &dueWorker{q: q, timeout: timeout})
+	river.AddWorker(workers, &laneWorker{q: q, timeout: timeout})
 	cfg := &river.Config{
-		Logger:               o.Logger.With(slog.String("component", "river")),
+		Logger:               slog.New(routine{o.Logger.With(slog.String("component", "river")).Handler()}),
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}},
 		Workers:              workers,
 		FetchPollInterval:    cmp.Or(o.PollInterval, defaultPoll),
 		FetchCooldown:        min(cmp.Or(o.PollInterval, defaultPoll), fetchCooldown),
-		JobTimeout:           -1, // a send bounds itself (its lease) and must not be cut off
+		JobTimeout:           timeout,
+		RescueStuckJobsAfter: timeout,
 		MaxAttempts:          maxAttempts,
-		RetryPolicy:          q,
-		RescueStuckJobsAfter: cmp.Or(o.RescueAfter, time.Hour),
 		PollOnly:             true,
-		PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(sweepEvery),
-			func() (river.JobArgs, *river.InsertOpts) { return sweepArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true})},
 	}
 	var err error
 	q.client, err = river.NewClient(driverOf(o.DB, o.Driver), cfg)
@@ -183,7 +168,14 @@ func driverOf(db *sql.DB, driver string) riverdriver.Driver[*sql.Tx] {
 	return riverdatabasesql.New(db)
 }
 
-// Start begins dispatching with s, whose Options.Hold names q.
+// Start begins dispatching with s, whose Options.Hold names q. Alone
+// (Options.Alone), it first makes the jobs due within riverLeaderGap
+// available at once (River's JobRetry): only River's leader makes a
+// scheduled job available, and the leadership of this server's run that
+// died (kill -9) outlives it by up to riverLeaderGap; a job made
+// available early runs, finds itself early and waits in short snoozes,
+// which River keeps available without a leader. Jobs the dead run was
+// running wait for River's rescuer (RescueBound).
 func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -192,7 +184,7 @@ func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 	}
 	q.sender = s
 	if q.o.Alone {
-		if err := q.rescueOwn(ctx); err != nil {
+		if err := q.runSoon(ctx, time.Now().Add(riverLeaderGap+schedulerInterval)); err != nil {
 			return err
 		}
 	}
@@ -203,24 +195,35 @@ func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 	return nil
 }
 
-// rescueOwn makes the jobs a crashed run of this server left "running"
-// available again, and drops the leadership it left. Each reads its message's own record first: one found
-// "sending" had its outcome cut off, and is never sent again.
-func (q *Queue) rescueOwn(ctx context.Context) error {
-	res, err := q.o.DB.ExecContext(ctx, `UPDATE river_job SET state = 'available'
-		WHERE state = 'running' AND kind IN ('`+kindDue+`', '`+kindLane+`')`)
-	if err != nil {
-		return fmt.Errorf("hold: rescue interrupted jobs: %w", err)
+// runSoon makes available the held-message jobs waiting for River's
+// scheduler (scheduled, or retryable) that are due before by.
+func (q *Queue) runSoon(ctx context.Context, by time.Time) error {
+	params := river.NewJobListParams().Kinds(kindDue, kindLane).
+		States(rivertype.JobStateScheduled, rivertype.JobStateRetryable).
+		OrderBy(river.JobListOrderByScheduledAt, river.SortOrderAsc).First(100)
+	n := 0
+	for {
+		page, err := q.client.JobList(ctx, params)
+		if err != nil {
+			return fmt.Errorf("hold: list jobs due soon: %w", err)
+		}
+		for _, job := range page.Jobs {
+			if job.ScheduledAt.After(by) {
+				page.Jobs = nil
+				break
+			}
+			if _, err := q.client.JobRetry(ctx, job.ID); err != nil {
+				return fmt.Errorf("hold: run job %d early: %w", job.ID, err)
+			}
+			n++
+		}
+		if len(page.Jobs) < 100 {
+			break
+		}
+		params = params.After(page.LastCursor)
 	}
-	if n, _ := res.RowsAffected(); n > 0 {
-		q.logger.Warn("held-message jobs interrupted by the last shutdown run again", slog.Int64("jobs", n))
-	}
-	// A crashed run left its leadership in River's table until it expires
-	// (River's elect interval and padding, up to 15 s), and only a leader
-	// makes scheduled jobs available: a message due in that time went out
-	// that late. Alone, the lease can only be this server's own.
-	if _, err := q.o.DB.ExecContext(ctx, `DELETE FROM river_leader`); err != nil {
-		return fmt.Errorf("hold: drop the last run's leadership: %w", err)
+	if n > 0 {
+		q.logger.Info("held-message jobs due soon made available at start-up", slog.Int("jobs", n))
 	}
 	return nil
 }
@@ -242,6 +245,17 @@ func (q *Queue) Stop(ctx context.Context) error {
 	return nil
 }
 
+// Ready reports whether the queue dispatches held mail: an error once
+// River's client has stopped (by Stop, or on its own).
+func (q *Queue) Ready() error {
+	select {
+	case <-q.client.Stopped():
+		return errors.New("hold: the job queue (River) is stopped; held mail is not dispatched")
+	default:
+		return nil
+	}
+}
+
 // Due implements skuld.Jobs.
 func (q *Queue) Due(id string, at time.Time) store.JobTx {
 	return func(ctx context.Context, tx *sql.Tx) error {
@@ -253,6 +267,9 @@ func (q *Queue) Due(id string, at time.Time) store.JobTx {
 // Lane implements skuld.Jobs.
 func (q *Queue) Lane(inboxID string, at time.Time) store.JobTx {
 	return func(ctx context.Context, tx *sql.Tx) error {
+		if err := q.o.Store.LockLane(ctx, tx, inboxID); err != nil {
+			return err
+		}
 		_, err := q.client.InsertTx(ctx, tx, laneArgs{InboxID: inboxID},
 			&river.InsertOpts{ScheduledAt: future(at), UniqueOpts: laneUnique})
 		return wrap(err, "insert lane job")
@@ -275,7 +292,7 @@ func future(at time.Time) time.Time {
 }
 
 // schedulerInterval is River's JobSchedulerIntervalDefault, which its
-// Config does not expose.
+// Config does not expose (TestRiverAgrees checks what it stands for).
 const schedulerInterval = 5 * time.Second
 
 func wrap(err error, what string) error {
@@ -285,138 +302,58 @@ func wrap(err error, what string) error {
 	return fmt.Errorf("hold: %s: %w", what, err)
 }
 
-// completeTx completes job inside tx, as River's JobCompleteTx does (the
-// state completed, finalized now, if it is still running), but in a
-// statement of its own. JobCompleteTx runs River's general state-change
-// statement, written for batches of any change: on PostgreSQL planning it
-// cost the database 0.7 ms of CPU per message, about half of what the rest
-// of a scheduled dispatch cost it, and on SQLite parsing it was a fifth of
-// the server's CPU (BENCHMARKS.md, section 13). The columns are River's
-// schema, which its migrations own; TestCompleteTxAsRiver reads the row
-// back through River on both databases. River's completer, when the job
-// returns, finds it completed and leaves it. On PostgreSQL the same UPDATE
-// is also given as SQL, which FinishHeld makes a CTE of the outcome's own
-// statement: one round trip for the two, where the transaction took four
-// (BENCHMARKS.md, section 16).
-func (q *Queue) completeTx(id int64) store.Completion {
-	c := store.Completion{Tx: func(ctx context.Context, tx *sql.Tx) error {
-		now := time.Now()
-		var res sql.Result
+// dueWorker runs a scheduled message's job. River completes it when
+// Work returns; a crash between the message's outcome and that leaves
+// the job running until River's rescuer runs it again, and the message,
+// no longer scheduled at its version, makes that run a no-op.
+type dueWorker struct {
+	river.WorkerDefaults[dueArgs]
+	q       *Queue
+	timeout time.Duration
+}
+
+func (w *dueWorker) Timeout(*river.Job[dueArgs]) time.Duration { return w.timeout }
+
+func (w *dueWorker) Work(ctx context.Context, job *river.Job[dueArgs]) error {
+	step, err := w.q.sender.DispatchDue(ctx, job.Args.MessageID, job.Args.Due, rescued(job.JobRow))
+	return result(step, err)
+}
+
+// laneWorker runs an inbox's lane job.
+type laneWorker struct {
+	river.WorkerDefaults[laneArgs]
+	q       *Queue
+	timeout time.Duration
+}
+
+func (w *laneWorker) Timeout(*river.Job[laneArgs]) time.Duration { return w.timeout }
+
+func (w *laneWorker) Work(ctx context.Context, job *river.Job[laneArgs]) error {
+	// The lane ends in the transaction that finds it empty (store.EndLane):
+	// completed there, no message can be queued after the check without
+	// writing a job of its own.
+	end := func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		if q.o.Driver == store.DriverSQLite {
-			res, err = tx.ExecContext(ctx, `UPDATE river_job SET state = 'completed', finalized_at = ?
-				WHERE id = ? AND state = 'running'`, sqliteTime(now), id)
+		if w.q.o.Driver == store.DriverSQLite {
+			_, err = river.JobCompleteTx[*riversqlite.Driver](ctx, tx, job)
 		} else {
-			res, err = tx.ExecContext(ctx, `UPDATE river_job SET state = 'completed', finalized_at = $1
-				WHERE id = $2 AND state = 'running'`, now, id)
+			_, err = river.JobCompleteTx[*riverdatabasesql.Driver](ctx, tx, job)
 		}
-		if err != nil {
-			return wrap(err, "complete job")
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return wrap(cmp.Or(err, rivertype.ErrNotFound), fmt.Sprintf("complete job %d (not running)", id))
-		}
-		return nil
-	}}
-	if q.o.Driver == store.DriverPostgres {
-		// The same UPDATE, which the outcome's statement runs as a CTE.
-		c.SQL = &store.JobSQL{SQL: `UPDATE river_job SET state = 'completed', finalized_at = CAST(? AS timestamptz)
-			WHERE id = ? AND state = 'running' RETURNING id`,
-			Args: func() []any { return []any{time.Now(), id} }, What: fmt.Sprintf("complete job %d (not running)", id)}
+		return wrap(err, "complete lane job")
 	}
-	return c
-}
-
-// NextRetry implements river.ClientRetryPolicy: River's default backoff
-// (attempt⁴ seconds, ±10%), but for an attempt that put its message back
-// to be retried, exactly the time that attempt wrote as the message's next
-// attempt (retries), so that what a client reads is when River runs it.
-func (q *Queue) NextRetry(job *rivertype.JobRow) time.Time {
-	if at, ok := q.retries.LoadAndDelete(job.ID); ok {
-		return at.(time.Time)
-	}
-	return time.Now().Add(backoff(job))
-}
-
-// retryAt is the function a dispatch calls when its attempt fails: the
-// time of the next, remembered for NextRetry, which River asks as soon as
-// the job returns.
-func (q *Queue) retryAt(job *rivertype.JobRow) func() time.Time {
-	return func() time.Time {
-		at := time.Now().Add(backoff(job))
-		q.retries.Store(job.ID, at)
-		return at
-	}
-}
-
-// backoff is River's default retry delay for job's current attempt:
-// attempt⁴ seconds, with a jitter of ±10% drawn from the job's id rather
-// than at random. River asks before it records the attempt's error:
-// job.Errors holds the earlier attempts' only.
-func backoff(job *rivertype.JobRow) time.Duration {
-	k := float64(len(job.Errors) + 1)
-	jitter := float64(job.ID%21-10) / 100
-	return time.Duration(k * k * k * k * (1 + jitter) * float64(time.Second))
-}
-
-// sqliteTime is t as River's SQLite driver stores times: text that SQLite's
-// date functions compare correctly only in exactly this form.
-func sqliteTime(t time.Time) string {
-	return t.UTC().Round(time.Millisecond).Format("2006-01-02 15:04:05.000")
-}
-
-// workDue dispatches a scheduled message. On PostgreSQL its job is
-// completed in the transaction that records the message's fate. On SQLite
-// River completes it when workDue returns: River's SQLite driver completes
-// jobs one statement each, and one it finds completed already costs it a
-// second statement to read the job back; with both, completion was a third
-// of the server's CPU in a burst, and a scheduled burst dispatched at 0.55
-// of the direct send rate instead of 0.8 (BENCHMARKS.md, section 13). A
-// crash between the two leaves the job running; it runs again at start-up
-// (rescueOwn), finds its message no longer scheduled, and does nothing.
-func (q *Queue) workDue(ctx context.Context, job *river.Job[dueArgs]) error {
-	complete := q.completeTx(job.ID)
-	if q.o.Driver == store.DriverSQLite {
-		complete = store.NoCompletion
-	}
-	step, err := q.sender.DispatchDue(ctx, job.Args.MessageID, job.Args.Due, complete, q.retryAt(job.JobRow))
+	step, err := w.q.sender.DispatchLane(ctx, job.Args.InboxID, rescued(job.JobRow), end)
 	return result(step, err)
 }
 
-func (q *Queue) workLane(ctx context.Context, job *river.Job[laneArgs]) error {
-	inbox := job.Args.InboxID
-	complete := store.Completion{Tx: func(ctx context.Context, tx *sql.Tx) error {
-		if err := q.completeTx(job.ID).Tx(ctx, tx); err != nil {
-			return err
-		}
-		return q.Lane(inbox, time.Now())(ctx, tx)
-	}}
-	step, err := q.sender.DispatchLane(ctx, inbox, complete, q.retryAt(job.JobRow))
-	return result(step, err)
-}
-
-// workSweep gives every inbox with queued mail a lane job (a duplicate is
-// skipped by the lane's uniqueness).
-func (q *Queue) workSweep(ctx context.Context, _ *river.Job[sweepArgs]) error {
-	inboxes, err := q.o.Store.QueuedInboxes(ctx)
-	if err != nil || len(inboxes) == 0 {
-		return err
-	}
-	params := make([]river.InsertManyParams, len(inboxes))
-	for i, id := range inboxes {
-		params[i] = river.InsertManyParams{Args: laneArgs{InboxID: id}, InsertOpts: &river.InsertOpts{UniqueOpts: laneUnique}}
-	}
-	_, err = q.client.InsertMany(ctx, params)
-	return wrap(err, "sweep lanes")
-}
+// rescued says a job ran before without finishing: its run failed, or its
+// server died and River's rescuer gave it back. A snooze is no attempt.
+func rescued(job *rivertype.JobRow) bool { return job.Attempt > 1 }
 
 // result maps a dispatch's Step to what River does with the job.
 func result(step skuld.Step, err error) error {
 	switch {
 	case err != nil:
 		return err
-	case step.Retry != nil:
-		return step.Retry
 	case step.Snooze > 0:
 		return river.JobSnooze(step.Snooze)
 	}
@@ -509,4 +446,30 @@ func JobTimeout(longestLease time.Duration) time.Duration {
 // the rescued job available.
 func RescueBound(longestLease time.Duration) time.Duration {
 	return JobTimeout(longestLease) + riverRescueInterval + riverLeaderGap + schedulerInterval
+}
+
+// routine hands River's records on with INFO lowered to DEBUG: River's
+// INFO lines are routine ("Producer job counts" every 15 s, a maintenance
+// service's "Ran successfully"); its warnings and errors are kept.
+type routine struct{ slog.Handler }
+
+func (h routine) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, lowered(l))
+}
+
+func (h routine) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = lowered(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h routine) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return routine{h.Handler.WithAttrs(attrs)}
+}
+func (h routine) WithGroup(name string) slog.Handler { return routine{h.Handler.WithGroup(name)} }
+
+func lowered(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
 }
