@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/internal/smtptest"
 )
 
 // A 200 always wins (issue 26): a reschedule or a cancel that the API
@@ -178,5 +181,73 @@ func TestHeldChangeRacingDispatch(t *testing.T) {
 			}
 		}
 		t.Logf("answers: %v", tally)
+	})
+}
+
+// A queued message rescheduled while its lane is sending: a PATCH answered
+// 200 means it does not go out at its old place in the lane; a 409, that
+// it went out once.
+func TestQueuedChangeRacingLane(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
+		const n = 7
+		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute, c.SMTPMaxConnections = n, n+1 })
+		inbox := s.createInbox(t, "lane")
+		// n direct sends fill the window, in flight at the relay, and are
+		// then refused for good, giving their slots back at once.
+		hold := s.SMTP.HoldAt(smtptest.InContent)
+		s.SMTP.RejectDataTimes(n, 550, [3]int{5, 7, 1}, "rejected by policy")
+		var direct sync.WaitGroup
+		for i := range n {
+			direct.Go(func() { s.send(t, inbox, fmt.Sprintf("doomed%d@example.com", i)) })
+		}
+		waitFor(t, 10*time.Second, func() bool {
+			return s.do(t, "GET", "/v1/rate-limit", nil).JSON(t)["per_minute"].(map[string]any)["in_flight"] == float64(n)
+		})
+		rr := &raceRound{s: s, change: "reschedule", codes: make([][]int, n),
+			later: time.Now().Add(24 * time.Hour).UTC().Truncate(time.Millisecond)}
+		for i := range n {
+			to := fmt.Sprintf("queued%d@example.com", i)
+			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{to}, "subject": "Queued",
+				"body": "Hi", "on_throttle": "queue", "attachments": []map[string]any{raceAttachment.json()}})
+			mustStatus(t, r, http.StatusAccepted)
+			rr.ids, rr.to = append(rr.ids, r.JSON(t)["id"].(string)), append(rr.to, to)
+		}
+		// Each queued message's dispatch reads it a relay's answer and a
+		// record after the one before it was stored: its PATCHes start
+		// around then, at offsets from 100 ms before the answer, as the
+		// record's time varies. Every other one is raced; the lane goes on
+		// to the next when a PATCH wins.
+		const reply = 300 * time.Millisecond
+		s.SMTP.DelayDataReply(reply)
+		hold.Release()
+		direct.Wait()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := 1; i < n; i += 2 {
+			var stored time.Time
+			waitFor(t, 30*time.Second, func() bool {
+				for _, m := range s.SMTP.Messages() {
+					if m.To[0] == rr.to[i-1] {
+						stored = m.Received
+						return true
+					}
+				}
+				return false
+			})
+			start := stored.Add(reply + 20*time.Millisecond + time.Duration(i/2)*25*time.Millisecond)
+			for k := range 30 {
+				wg.Go(func() {
+					time.Sleep(time.Until(start.Add(time.Duration(k) * 10 * time.Millisecond)))
+					r := s.do(t, "PATCH", "/v1/messages/"+rr.ids[i], map[string]any{"scheduled_at": rr.later.Format(time.RFC3339Nano)})
+					mu.Lock()
+					rr.codes[i] = append(rr.codes[i], r.Status)
+					mu.Unlock()
+				})
+			}
+		}
+		wg.Wait()
+		rr.check(t)
+		t.Logf("answers: %v", rr.codes)
 	})
 }
