@@ -37,27 +37,6 @@ const (
 	LaneRun   = 10 * time.Second
 )
 
-// heldRecheck bounds how long held mail waits after a refusal whose full
-// windows hold sends in flight. Retry-After assumes each of those may
-// still go out at the end of its lease, and counts a window from then; but
-// one that fails gives its slot back at once, and one that finishes early
-// counts from then. A client told Retry-After errs late, the safe side;
-// mail the server holds asks again sooner.
-const heldRecheck = 5 * time.Second
-
-// heldWait is how long held mail waits after the refusal rl.
-func heldWait(rl *throttle.RateLimitedError) time.Duration {
-	states := rl.Snapshot.States()
-	for _, v := range rl.Violations {
-		for _, st := range states {
-			if st.Window == v.Window && st.InFlight > 0 {
-				return min(rl.RetryAfter, heldRecheck)
-			}
-		}
-	}
-	return rl.RetryAfter
-}
-
 // unavailableSnooze is how long a job waits for a throttle backend that
 // cannot be asked.
 const unavailableSnooze = 5 * time.Second

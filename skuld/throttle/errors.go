@@ -17,6 +17,14 @@ type RateLimitedError struct {
 	// latest moment they can, so a client that waits this long and meets
 	// no competitor is admitted.
 	RetryAfter time.Duration
+	// RoomAfter is the earliest room may appear in every full window,
+	// exact to the nanosecond: when enough committed sends have left them
+	// if each send in flight were given back at once. 0 when giving back
+	// the sends in flight would be enough: room may then appear at any
+	// moment, when one of them fails, and only asking again tells. Mail
+	// the server holds waits this long, not RetryAfter, which assumes the
+	// worst of every send in flight.
+	RoomAfter time.Duration
 	// Violations lists the full windows in the order of Windows.
 	Violations []Violation
 	// Snapshot is the windows the refusal was judged on, for the

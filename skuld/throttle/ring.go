@@ -123,6 +123,17 @@ func (w *ring) retryAfter(now int64, late []int64) int64 {
 	return w.wait(now, w.counted()-w.limit+1, late)
 }
 
+// roomAfter is the nanoseconds from now until a full window may have room:
+// until enough committed sends have left it, if every send in flight were
+// given back at once; 0 if giving them back would be enough.
+func (w *ring) roomAfter(now int64) int64 {
+	need := w.used - w.limit + 1
+	if need <= 0 {
+		return 0
+	}
+	return w.wait(now, need, nil)
+}
+
 func (w *ring) state(now int64, late []int64, win Window) WindowState {
 	st := WindowState{Window: win, Limit: w.limit, Used: w.used, InFlight: w.inFlight}
 	if w.limit > 0 {

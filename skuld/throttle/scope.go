@@ -93,6 +93,7 @@ func refusal(t int64, global, inbox *scope, full [2][2]bool) *RateLimitedError {
 			e.Violations = append(e.Violations, Violation{Window: Window{Scope(i), Span(j)},
 				Count: r.counted(), Limit: r.limit, RetryAfter: wait})
 			e.RetryAfter = max(e.RetryAfter, wait)
+			e.RoomAfter = max(e.RoomAfter, time.Duration(r.roomAfter(t)))
 		}
 	}
 	e.Snapshot.Global = global.state(t, Global)

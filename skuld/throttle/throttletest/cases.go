@@ -102,6 +102,39 @@ func testRetryAfterInFlight(t *testing.T, b Backend) {
 	commit(t, reserve(t, th, ""))
 }
 
+// testRoomAfter: the earliest room may appear, which held mail waits for,
+// is 0 while giving back a send in flight would make room, and otherwise
+// when the committed sends leave, exactly; never later than RetryAfter.
+func testRoomAfter(t *testing.T, b Backend) {
+	th := newThrottle(b, throttle.Limits{PerMinute: 2}, throttle.Limits{})
+	first := reserve(t, th, "")
+	held := reserve(t, th, "")
+	if rl := refused(t, th, "", gMinute); rl.RoomAfter != 0 {
+		t.Fatalf("RoomAfter = %v with two sends in flight, want 0 (either may fail and give its slot back)", rl.RoomAfter)
+	}
+	b.Advance(10 * time.Second)
+	commit(t, first)
+	if rl := refused(t, th, "", gMinute); rl.RoomAfter != 0 {
+		t.Fatalf("RoomAfter = %v with one send committed and one in flight, want 0", rl.RoomAfter)
+	}
+	b.Advance(10 * time.Second)
+	commit(t, held)
+	b.Advance(10 * time.Second)
+	// The first counted at 10 s leaves with its bucket, 60 to 61 s later:
+	// 40 to 41 s from now.
+	rl := refused(t, th, "", gMinute)
+	if lo, hi := 40*time.Second-time.Second/2, 41*time.Second+time.Second/2; rl.RoomAfter < lo || rl.RoomAfter > hi {
+		t.Fatalf("RoomAfter = %v with the oldest send committed 20 s ago, want in [%v, %v]", rl.RoomAfter, lo, hi)
+	}
+	if rl.RoomAfter > rl.RetryAfter {
+		t.Fatalf("RoomAfter = %v after RetryAfter %v", rl.RoomAfter, rl.RetryAfter)
+	}
+	b.Advance(rl.RoomAfter - time.Second)
+	refused(t, th, "", gMinute)
+	b.Advance(2 * time.Second)
+	commit(t, reserve(t, th, ""))
+}
+
 func testBinding(t *testing.T, b Backend) {
 	th := newThrottle(b, throttle.Limits{PerMinute: 1}, throttle.Limits{PerHour: 1})
 	commit(t, reserve(t, th, "a"))

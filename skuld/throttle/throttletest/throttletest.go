@@ -67,6 +67,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"CommitCounts", false, testCommitCounts},
 		{"BucketEdges", false, testBucketEdges},
 		{"RetryAfterWithSendsInFlight", false, testRetryAfterInFlight},
+		{"RoomAfter", false, testRoomAfter},
 		{"BindingWindow", false, testBinding},
 		{"TicketSnapshotMatchesARead", false, testTicketSnapshot},
 		{"LimitsChange", false, testLimitsChange},
