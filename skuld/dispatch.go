@@ -151,10 +151,17 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, rescued bool,
 			continue
 		case a.refused != nil:
 			wait := heldWait(a.refused)
-			if err := h.Store.SetNextAttempt(ctx, m.ID, now.Add(wait)); err != nil {
-				return Step{}, err
+			leaving := wait > laneWait || s.o.Clock.Mono()-start+wait >= LaneRun
+			// The message shows when it is next tried: written when the job
+			// leaves to snooze, and while it waits in the job (re-asking
+			// twice a second while sends in flight fill a window) only
+			// once the time shown has passed by a second.
+			if leaving || m.NextAttemptAt == nil || now.Sub(*m.NextAttemptAt) > time.Second {
+				if err := h.Store.SetNextAttempt(ctx, m.ID, now.Add(wait)); err != nil {
+					return Step{}, err
+				}
 			}
-			if wait > laneWait || s.o.Clock.Mono()-start+wait >= LaneRun || !s.wait(ctx, wait) {
+			if leaving || !s.wait(ctx, wait) {
 				return Step{Snooze: max(wait, time.Millisecond)}, nil
 			}
 		case a.unavailable || !a.retryAt.IsZero():
