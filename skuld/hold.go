@@ -53,8 +53,9 @@ type Hold struct {
 // ErrNoHold refuses a scheduled or queued send on a Sender without Hold.
 var ErrNoHold = errors.New("skuld: held sends are not configured")
 
-// expiredError is what a held message that waited too long records.
-const expiredError = "expired: the message could not be sent within QUEUE_MAX_AGE of becoming due; it was not sent"
+// expiredError is what a held message that waited too long records; the
+// janitor's ExpireHeld records the same.
+const expiredError = store.ExpiredError
 
 // Schedule accepts req to be sent at at: it is loaded, checked against the
 // domain filter and rendered now, like a send, and recorded as scheduled
