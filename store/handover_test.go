@@ -154,3 +154,32 @@ func TestRecoveryGivesBackWhatNeverWentOut(t *testing.T) {
 		}
 	})
 }
+
+// TestRecoverSendsKeepsToItsScope: recovering one message's send touches
+// no other, nor a send whose deadline is not yet before before.
+func TestRecoverSendsKeepsToItsScope(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "a@example.com")
+		f := leaveInFlight(t, s, in)
+		lane := func(string, time.Time) JobTx { return noJob }
+		if n, err := s.RecoverSends(ctx, RecoverScope{MessageID: f.heldWaiting.ID}, t0, t0.Add(30*time.Second), lane); err != nil || n != 0 {
+			t.Errorf("before its deadline: got (%d, %v), want (0, nil)", n, err)
+		}
+		now := t0.Add(time.Minute)
+		if n, err := s.RecoverSends(ctx, RecoverScope{MessageID: f.heldWaiting.ID}, now, now, lane); err != nil || n != 1 {
+			t.Fatalf("got (%d, %v), want (1, nil)", n, err)
+		}
+		if m, _ := s.Message(ctx, f.heldWaiting.ID); m.Status != StatusQueued {
+			t.Errorf("the message recovered is %s, want queued", m.Status)
+		}
+		for _, m := range []*Message{f.directWaiting, f.directHanded, f.heldHanded} {
+			if got, _ := s.Message(ctx, m.ID); got.Status != StatusSending {
+				t.Errorf("message %s out of scope is %s, want still sending", m.ID, got.Status)
+			}
+		}
+		if got := countRows(t, s, "SELECT COUNT(*) FROM send_log WHERE counted_at IS NULL"); got != 3 {
+			t.Errorf("%d sends in flight, want the 3 out of scope", got)
+		}
+	})
+}
