@@ -160,20 +160,27 @@ func (b *httpBase) call(ctx context.Context, messageID string, do func(context.C
 	return "", se
 }
 
-// acquire waits for a free slot, at most the timeout.
+// acquire waits for a free slot, at most the timeout; a send that must
+// wait tells ctx's HandoverTrace (claim).
 func (b *httpBase) acquire(ctx context.Context) error {
-	t := time.NewTimer(b.timeout)
-	defer t.Stop()
-	select {
-	case b.slots <- struct{}{}:
-	case <-b.done:
-		return b.closedError()
-	case <-ctx.Done():
-		return &SendError{Temporary: true, Err: ctx.Err(), cause: CauseNoFreeConnection,
-			msg: fmt.Sprintf("%s: not sent: gave up waiting for a free connection", b.name)}
-	case <-t.C:
-		return &SendError{Temporary: true, Err: context.DeadlineExceeded, cause: CauseNoFreeConnection,
-			msg: fmt.Sprintf("%s: not sent: no free connection within %s (PROVIDER_MAX_CONCURRENCY)", b.name, b.timeout)}
+	err := claim(ctx, b.name, b.slots, func() error {
+		t := time.NewTimer(b.timeout)
+		defer t.Stop()
+		select {
+		case b.slots <- struct{}{}:
+			return nil
+		case <-b.done:
+			return b.closedError()
+		case <-ctx.Done():
+			return &SendError{Temporary: true, Err: ctx.Err(), cause: CauseNoFreeConnection,
+				msg: b.name + ": not sent: gave up waiting for a free connection"}
+		case <-t.C:
+			return &SendError{Temporary: true, Err: context.DeadlineExceeded, cause: CauseNoFreeConnection,
+				msg: fmt.Sprintf("%s: not sent: no free connection within %s (PROVIDER_MAX_CONCURRENCY)", b.name, b.timeout)}
+		}
+	})
+	if err != nil {
+		return err
 	}
 	select {
 	case <-b.done:

@@ -201,6 +201,10 @@ func (p *SMTP) Send(ctx context.Context, m Message) (string, error) {
 	}
 	start := time.Now()
 	if err := p.acquire(ctx); err != nil {
+		var se *SendError
+		if errors.As(err, &se) { // its hand-over could not be recorded
+			return "", se
+		}
 		if errors.Is(err, ErrClosed) {
 			return "", &SendError{Temporary: true, Err: err, cause: CauseShuttingDown,
 				msg: "smtp: not sent: the server is shutting down"}

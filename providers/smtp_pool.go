@@ -33,14 +33,21 @@ func (c *conn) failure() error {
 
 // acquire waits for the right to hold a connection. At most MaxConns Sends
 // hold one, and an idle connection is only ever taken by a holder, so no
-// more than MaxConns connections are ever open.
+// more than MaxConns connections are ever open. A Send that must wait tells
+// ctx's HandoverTrace (claim).
 func (p *SMTP) acquire(ctx context.Context) error {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.done:
-		return ErrClosed
+	err := claim(ctx, "smtp", p.slots, func() error {
+		select {
+		case p.slots <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.done:
+			return ErrClosed
+		}
+	})
+	if err != nil {
+		return err
 	}
 	select {
 	case <-p.done: // select picks at random when both were ready

@@ -43,8 +43,10 @@ func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Durat
 }
 
 // tries calls the provider, retrying temporary failures while a retry can
-// start before end (mono) less one attempt.
+// start before end (mono) less one attempt. Each attempt records on the
+// send's slot a wait for the provider and its end (handover).
 func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Duration, m *store.Message) (string, error) {
+	ctx = providers.WithHandoverTrace(ctx, s.handover(ctx, m.ID))
 	attemptMax := s.o.Budget.Attempt(m.Size)
 	retryBy := end - attemptMax // no retry starts later: RetryDeadline after admission
 	var (
@@ -210,4 +212,36 @@ func userError(err error) string {
 		return "The mail server did not answer in time; the message may not have been sent"
 	}
 	return "The provider could not send the message"
+}
+
+// handover is the trace that records on the slot of message id's send
+// that it waits for the provider, and that it no longer does. The slot
+// reads "handed over" until told otherwise, so a send that gets its slot
+// at once writes nothing. Once an attempt has been handed over, the send
+// may have gone: a retry's wait is never recorded. A recorded wait is
+// always ended before the bytes go, even if its write seemed to fail.
+func (s *Sender) handover(ctx context.Context, id string) *providers.HandoverTrace {
+	var handed, waiting bool // attempts are sequential: no lock
+	return &providers.HandoverTrace{
+		Waiting: func() {
+			if handed {
+				return
+			}
+			waiting = true
+			if err := s.o.Store.MarkSendWaiting(ctx, id); err != nil {
+				s.o.Logger.WarnContext(ctx, "record that a send waits for the provider; a crash now leaves it delivery unknown",
+					slog.String("message_id", id), slog.Any("error", err))
+			}
+		},
+		HandedOver: func() error {
+			if waiting {
+				if err := s.o.Store.MarkSendHandedOver(ctx, id); err != nil {
+					return err
+				}
+				waiting = false
+			}
+			handed = true
+			return nil
+		},
+	}
 }

@@ -176,7 +176,8 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, rescued bool,
 // died left in flight past their deadline (store.RecoverSends): a rescued
 // job's message may be among them.
 func (s *Sender) recover(ctx context.Context, scope store.RecoverScope) error {
-	n, err := s.o.Hold.Store.RecoverSends(ctx, scope, s.o.Clock.Now(), s.o.Hold.Jobs.Lane)
+	now := s.o.Clock.Now()
+	n, err := s.o.Hold.Store.RecoverSends(ctx, scope, now, now, s.o.Hold.Jobs.Lane)
 	if n > 0 {
 		s.o.Logger.WarnContext(ctx, "sends left in flight by a server that stopped resolved", slog.Int64("sends", n),
 			slog.String("message_id", scope.MessageID), slog.String("inbox_id", scope.InboxID))

@@ -25,8 +25,7 @@ type HeldStore interface {
 	LaneHead(ctx context.Context, inboxID string) (*store.Message, error)
 	EndLane(ctx context.Context, inboxID string, end store.JobTx) (bool, error)
 	SetNextAttempt(ctx context.Context, id string, at time.Time) error
-	RecoverSends(ctx context.Context, scope store.RecoverScope, before time.Time,
-		lane func(inboxID string, at time.Time) store.JobTx) (int64, error)
+	RecoverSends(ctx context.Context, scope store.RecoverScope, now, before time.Time, lane store.LaneJob) (int64, error)
 }
 
 // Jobs writes the jobs that dispatch held messages (package hold does it
@@ -56,8 +55,9 @@ type Hold struct {
 // ErrNoHold refuses a scheduled or queued send on a Sender without Hold.
 var ErrNoHold = errors.New("skuld: held sends are not configured")
 
-// expiredError is what a held message that waited too long records.
-const expiredError = "expired: the message could not be sent within QUEUE_MAX_AGE of becoming due; it was not sent"
+// expiredError is what a held message that waited too long records; the
+// janitor's ExpireHeld records the same.
+const expiredError = store.ExpiredError
 
 // Schedule accepts req to be sent at at: it is loaded, checked against the
 // domain filter and rendered now, like a send, and recorded as scheduled

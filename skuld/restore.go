@@ -12,7 +12,7 @@ import (
 // ThrottleLog is the durable record the throttle is rebuilt from: the
 // store's send_log, which deleting an inbox does not touch.
 type ThrottleLog interface {
-	ResolveInterrupted(ctx context.Context, now time.Time) (int64, error)
+	ResolveInterrupted(ctx context.Context, now time.Time, lane store.LaneJob) (int64, error)
 	CountedSends(ctx context.Context, since time.Time) ([]store.CountedSend, error)
 	PendingSends(ctx context.Context, now time.Time) ([]store.PendingSend, error)
 }
@@ -27,10 +27,13 @@ const restoreSpan = 61 * time.Minute
 // counts from the earlier of its deadline and now, for good. Then every
 // send counted within restoreSpan counts again in l, globally and in its
 // inbox's windows. It returns how many sends it restored and how many were
-// interrupted. It must run before the server sends.
-func RestoreThrottle(ctx context.Context, log ThrottleLog, l *throttle.GlobalRateLimiter, c clock.Clock) (restored int, interrupted int64, err error) {
+// interrupted. A send interrupted while it waited for the provider is given
+// back instead (store.ResolveInterrupted), a held one queued again with its
+// lane's job written by lane. It must run before the server sends.
+func RestoreThrottle(ctx context.Context, log ThrottleLog, l *throttle.GlobalRateLimiter, c clock.Clock,
+	lane store.LaneJob) (restored int, interrupted int64, err error) {
 	now := c.Now()
-	if interrupted, err = log.ResolveInterrupted(ctx, now); err != nil {
+	if interrupted, err = log.ResolveInterrupted(ctx, now, lane); err != nil {
 		return 0, 0, err
 	}
 	sends, err := log.CountedSends(ctx, now.Add(-restoreSpan))

@@ -29,6 +29,10 @@ type Store interface {
 	LastMessage(ctx context.Context, threadID string) (*store.Message, error)
 	CreateMessage(ctx context.Context, m *store.Message, atts []store.Attachment, newThread *store.Thread, slot *store.SendSlot) error
 	UpdateMessageOutcome(ctx context.Context, id string, o store.Outcome) error
+	// MarkSendWaiting and MarkSendHandedOver record on a send's slot that
+	// it waits for the provider, and that it no longer does (handover).
+	MarkSendWaiting(ctx context.Context, id string) error
+	MarkSendHandedOver(ctx context.Context, id string) error
 }
 
 // Provider delivers one prepared message and returns the provider's id for it.

@@ -27,6 +27,10 @@ type memStore struct {
 	messages []*store.Message
 	slots    map[string]*store.SendSlot
 	outcomes map[string]store.Outcome
+	// marks are the hand-over writes, in order: "waiting <id>" and
+	// "handed over <id>"; marked, when set, is told each.
+	marks  []string
+	marked func(string)
 }
 
 func newMemStore() *memStore {
@@ -94,6 +98,32 @@ func (s *memStore) UpdateMessageOutcome(_ context.Context, id string, o store.Ou
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.outcomes[id] = o
+	return nil
+}
+
+func (s *memStore) MarkSendWaiting(_ context.Context, id string) error {
+	return s.mark(id, "waiting", true)
+}
+
+func (s *memStore) MarkSendHandedOver(_ context.Context, id string) error {
+	return s.mark(id, "handed over", false)
+}
+
+func (s *memStore) mark(id, what string, waiting bool) error {
+	s.mu.Lock()
+	sl, ok := s.slots[id]
+	if ok {
+		sl.Waiting = waiting
+		s.marks = append(s.marks, what+" "+id)
+	}
+	marked := s.marked
+	s.mu.Unlock()
+	if !ok {
+		return store.ErrNotFound
+	}
+	if marked != nil {
+		marked(what + " " + id)
+	}
 	return nil
 }
 

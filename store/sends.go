@@ -102,26 +102,19 @@ func (s *Store) PendingSends(ctx context.Context, now time.Time) ([]PendingSend,
 	return out, nil
 }
 
-// ResolveInterrupted closes the sends a stopped server left in flight. Each
-// may have gone out at any moment until its deadline, or until the server
-// stopped, which was before now: it counts from the earlier of the two, for
-// good, so a second restart still counts it. Its message, if it still
-// exists, is marked failed with an error saying delivery is unknown. It
-// returns how many sends it resolved. It must run before the server sends,
-// while nothing of this process is in flight.
-func (s *Store) ResolveInterrupted(ctx context.Context, now time.Time) (int64, error) {
-	now = utc(now)
-	var n int64
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&SendSlot{}).Where("counted_at IS NULL").
-			Update("counted_at", gorm.Expr("CASE WHEN deadline < ? THEN deadline ELSE ? END", now, now))
-		if res.Error != nil {
-			return res.Error
-		}
-		n = res.RowsAffected
-		return tx.Model(&Message{}).Where("status = ?", StatusSending).
-			Updates(map[string]any{"status": StatusFailed, "error": interruptedError}).Error
-	})
+// ResolveInterrupted closes the sends a stopped server left in flight. A
+// send that was waiting for the provider never went out: it is given back
+// (see ResolveExpiredSends). Any other may have gone out at any moment
+// until its deadline, or until the server stopped, which was before now:
+// it counts from the earlier of the two, for good, so a second restart
+// still counts it, and every message still sending is marked failed with
+// an error saying delivery is unknown. It returns how many sends it
+// resolved. It must run before the server sends, while nothing of this
+// process is in flight.
+func (s *Store) ResolveInterrupted(ctx context.Context, now time.Time, lane LaneJob) (int64, error) {
+	n, err := s.recover(ctx, recovery{now: now, lane: lane, everySending: true,
+		countAt: gorm.Expr("CASE WHEN deadline < ? THEN deadline ELSE ? END", utc(now), utc(now)),
+		slots:   func(db *gorm.DB) *gorm.DB { return db }})
 	return n, wrap(err, "resolve interrupted sends")
 }
 

@@ -7,31 +7,19 @@ import (
 	"gorm.io/gorm"
 )
 
-// ResolveExpiredSends closes the sends still in flight whose deadline was
-// before before: a live server settles every send by its deadline, so these
-// belong to a server that died. It does for one send what
-// ResolveInterrupted does at a restart — counts it at its deadline and
-// marks its message failed, delivery unknown — but leaves alone the sends
-// of servers still running, which ResolveInterrupted cannot when several
-// servers share the database. It returns how many it resolved. Safe to run
-// on every server at once.
-func (s *Store) ResolveExpiredSends(ctx context.Context, before time.Time) (int64, error) {
+// ResolveExpiredSends resolves the sends still in flight whose deadline
+// was before before: a live server settles every send by its deadline, so
+// these belong to a server that died. It does for each what
+// ResolveInterrupted does at a restart — a send that was waiting for the
+// provider is given back (a held message queued again, due at now, with
+// its lane's job written by lane; a direct one failed as not sent), any
+// other counts at its deadline and its message fails, delivery unknown —
+// but leaves alone the sends of servers still running, which
+// ResolveInterrupted cannot when several servers share the database. It
+// returns how many it resolved. Safe to run on every server at once.
+func (s *Store) ResolveExpiredSends(ctx context.Context, now, before time.Time, lane LaneJob) (int64, error) {
 	before = utc(before)
-	var n int64
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var ids []string
-		if err := tx.Model(&SendSlot{}).Where("counted_at IS NULL AND deadline < ?", before).
-			Pluck("id", &ids).Error; err != nil || len(ids) == 0 {
-			return err
-		}
-		res := tx.Model(&SendSlot{}).Where("id IN ? AND counted_at IS NULL", ids).
-			Update("counted_at", gorm.Expr("deadline"))
-		if res.Error != nil {
-			return res.Error
-		}
-		n = res.RowsAffected
-		return tx.Model(&Message{}).Where("id IN ? AND status = ?", ids, StatusSending).
-			Updates(map[string]any{"status": StatusFailed, "error": interruptedError}).Error
-	})
+	n, err := s.recover(ctx, recovery{now: now, lane: lane, countAt: gorm.Expr("deadline"),
+		slots: func(db *gorm.DB) *gorm.DB { return db.Where("deadline < ?", before) }})
 	return n, wrap(err, "resolve expired sends")
 }

@@ -13,7 +13,7 @@ func TestResolveExpiredSends(t *testing.T) {
 		dead := sendWithSlot(t, s, in, 0, 30*time.Second)         // its server died: deadline t0+30s
 		live := sendWithSlot(t, s, in, 50*time.Second, time.Hour) // another server's, still in flight
 
-		n, err := s.ResolveExpiredSends(ctx, t0.Add(time.Minute))
+		n, err := s.ResolveExpiredSends(ctx, t0.Add(time.Minute), t0.Add(time.Minute), nil)
 		if err != nil || n != 1 {
 			t.Fatalf("ResolveExpiredSends: got (%d, %v), want (1, nil)", n, err)
 		}
@@ -27,7 +27,7 @@ func TestResolveExpiredSends(t *testing.T) {
 		if m, err := s.Message(ctx, live.ID); err != nil || m.Status != StatusSending {
 			t.Errorf("live send's message: got %v, %v, want still sending", m.Status, err)
 		}
-		if n, err := s.ResolveExpiredSends(ctx, t0.Add(time.Minute)); err != nil || n != 0 {
+		if n, err := s.ResolveExpiredSends(ctx, t0.Add(time.Minute), t0.Add(time.Minute), nil); err != nil || n != 0 {
 			t.Errorf("again: got (%d, %v), want (0, nil)", n, err)
 		}
 	})

@@ -110,7 +110,7 @@ func TestResolveInterrupted(t *testing.T) {
 		notDue := sendWithSlot(t, s, in, 50*time.Second, time.Hour) // deadline after the restart
 		restart := t0.Add(time.Minute)
 
-		n, err := s.ResolveInterrupted(ctx, restart)
+		n, err := s.ResolveInterrupted(ctx, restart, nil)
 		if err != nil || n != 2 {
 			t.Fatalf("ResolveInterrupted: got (%d, %v), want (2, nil)", n, err)
 		}
@@ -128,7 +128,7 @@ func TestResolveInterrupted(t *testing.T) {
 			}
 		}
 
-		if n, err := s.ResolveInterrupted(ctx, restart.Add(time.Minute)); err != nil || n != 0 {
+		if n, err := s.ResolveInterrupted(ctx, restart.Add(time.Minute), nil); err != nil || n != 0 {
 			t.Errorf("second ResolveInterrupted: got (%d, %v), want (0, nil)", n, err)
 		}
 		if got := counted(t, s, t0.Add(-time.Hour)); got != want {
@@ -153,7 +153,7 @@ func TestPruneSendLog(t *testing.T) {
 		if got, want := counted(t, s, t0.Add(-24*time.Hour)), fmt.Sprint([]time.Time{t0}); got != want {
 			t.Errorf("after pruning: got %v, want %v", got, want)
 		}
-		if n, err := s.ResolveInterrupted(ctx, t0); err != nil || n != 1 {
+		if n, err := s.ResolveInterrupted(ctx, t0, nil); err != nil || n != 1 {
 			t.Errorf("the in-flight slot was pruned: ResolveInterrupted got (%d, %v), want (1, nil)", n, err)
 		}
 	})

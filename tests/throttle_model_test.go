@@ -78,7 +78,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 		)
 		restart := func() {
 			lim = throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: perMinute, PerHour: perHour}, throttle.Limits{})
-			if _, _, err := skuld.RestoreThrottle(ctx, st, lim, clock); err != nil {
+			if _, _, err := skuld.RestoreThrottle(ctx, st, lim, clock, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

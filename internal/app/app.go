@@ -111,6 +111,14 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
+	// The queue before the restore: a held send interrupted while it
+	// waited for the provider is queued again with its lane's job.
+	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
+		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: alone})
+	if err != nil {
+		a.closeAll()
+		return nil, err
+	}
 	// A shared backend's reservations are its record; send_log's restore
 	// is the in-memory limiter's, and resolving "interrupted" sends at
 	// start would fail those of the other servers still running.
@@ -123,16 +131,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	a.watcher = startWatcher(st, a.lock, a.throttle, identityOf(cfg), logger)
 	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
 	a.metrics.WatchHeld(st, a.clock.Now)
-	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
-		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: alone})
-	if err != nil {
-		a.closeAll()
-		return nil, err
-	}
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
 		Filter: filter, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
-		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: cmp.Or(cfg.QueueMaxAge, 24*time.Hour), Observer: a.metrics}})
+		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: queueMaxAge(cfg), Observer: a.metrics}})
 	if err := a.queue.Start(ctx, a.sender); err != nil {
 		a.closeAll()
 		return nil, err
@@ -213,15 +215,19 @@ func (demoProvider) Close() error { return nil }
 // skuld.RestoreThrottle); the sends of the last hour count again, including
 // those a crash interrupted, which may have gone out.
 func (a *App) restoreThrottle(ctx context.Context) error {
-	restored, interrupted, err := skuld.RestoreThrottle(ctx, a.store, a.throttle.limiter, a.clock)
+	restored, interrupted, err := skuld.RestoreThrottle(ctx, a.store, a.throttle.limiter, a.clock, a.queue.Lane)
 	if interrupted > 0 {
-		a.logger.Warn("sends interrupted by the last shutdown counted and marked failed", slog.Int64("messages", interrupted))
+		a.logger.Warn("sends interrupted by the last shutdown resolved: given back if they were waiting, else counted and failed, delivery unknown", slog.Int64("sends", interrupted))
 	}
 	if restored > 0 {
 		a.logger.Info("throttle restored from recent sends", slog.Int("sends", restored))
 	}
 	return err
 }
+
+// queueMaxAge is how long a held message may wait past its due time
+// (QUEUE_MAX_AGE, 24 h by default).
+func queueMaxAge(cfg config.Config) time.Duration { return cmp.Or(cfg.QueueMaxAge, 24*time.Hour) }
 
 // Handler is the HTTP handler of the whole API.
 func (a *App) Handler() http.Handler { return a.api }
@@ -231,7 +237,7 @@ func (a *App) Handler() http.Handler { return a.api }
 // recorded; then the listener closes, requests in flight finish, and the
 // provider and the database close.
 func (a *App) Serve(ctx context.Context, l net.Listener) error {
-	j := startJanitor(a.store, a.clock, a.logger)
+	j := startJanitor(a.store, a.clock, a.logger, queueMaxAge(a.cfg), a.queue.Lane)
 	defer j.Stop()
 	// WriteTimeout runs from the end of the request's headers, so it covers
 	// reading the body (ReadTimeout), a send with every retry (its lease:

@@ -11,8 +11,19 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// janitorEvery is how often the janitor prunes.
-const janitorEvery = 5 * time.Minute
+// The janitor's periods. It ticks every janitorTick and does on each tick
+// what is due then.
+const (
+	// janitorTick is how often held mail past QUEUE_MAX_AGE is failed:
+	// the README promises expiry within about a second of the deadline,
+	// whatever the message's job is doing. One indexed statement.
+	janitorTick = time.Second
+	// resolveTicks: the sends of a server that died are resolved every
+	// 5 s, so that mail it was still waiting to hand over goes again soon.
+	resolveTicks = 5
+	// pruneTicks: pruning, every 5 minutes.
+	pruneTicks = 300
+)
 
 // sendLogKeep is how long a counted send is kept in the throttle's log:
 // longer than the hour window plus its bucket, which a restart reads back.
@@ -23,59 +34,102 @@ const sendLogKeep = 62 * time.Minute
 // disagree a little.
 const expiredGrace = 2 * time.Minute
 
-// janitor prunes what nothing can use any more: sends older than every
-// throttle window and idempotency keys past their 24 h. It runs once at
-// start and then every janitorEvery until Stop.
+// janitor fails held mail past its QUEUE_MAX_AGE, resolves the sends of
+// servers that died, and prunes what nothing can use any more: sends older
+// than every throttle window and idempotency keys past their 24 h. It runs
+// at start and then on the app's clock, every janitorTick, until Stop; a
+// test's fake clock drives it.
 type janitor struct {
 	store  *store.Store
 	clock  clock.Clock
 	logger *slog.Logger
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	maxAge time.Duration
+	lane   store.LaneJob
+
+	mu      sync.Mutex
+	timer   clock.Timer
+	ticks   int
+	stopped bool
+	running sync.WaitGroup
 }
 
-func startJanitor(st *store.Store, c clock.Clock, logger *slog.Logger) *janitor {
-	j := &janitor{store: st, clock: c, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
-	go j.run()
+func startJanitor(st *store.Store, c clock.Clock, logger *slog.Logger, maxAge time.Duration, lane store.LaneJob) *janitor {
+	j := &janitor{store: st, clock: c, logger: logger, maxAge: maxAge, lane: lane}
+	j.mu.Lock()
+	j.timer = c.AfterFunc(0, j.tick)
+	j.mu.Unlock()
 	return j
 }
 
-func (j *janitor) run() {
-	defer close(j.done)
-	t := time.NewTicker(janitorEvery)
-	defer t.Stop()
-	for {
-		j.prune()
-		select {
-		case <-t.C:
-		case <-j.stop:
-			return
-		}
+// tick does what is due and schedules the next tick.
+func (j *janitor) tick() {
+	j.mu.Lock()
+	if j.stopped {
+		j.mu.Unlock()
+		return
 	}
-}
+	j.running.Add(1)
+	n := j.ticks
+	j.ticks++
+	j.mu.Unlock()
+	defer j.running.Done()
 
-func (j *janitor) prune() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	now := j.clock.Now()
-	if _, err := j.store.PruneSendLog(ctx, now.Add(-sendLogKeep)); err != nil {
-		j.logger.Error("prune send log", slog.Any("error", err))
+	j.expire(ctx, now)
+	if n%resolveTicks == 0 {
+		j.resolve(ctx, now)
 	}
-	// Sends of a server that died, past their deadline: safe on every
-	// server, since a live one settles its sends by their deadline.
-	if n, err := j.store.ResolveExpiredSends(ctx, now.Add(-expiredGrace)); err != nil {
+	if n%pruneTicks == 0 {
+		j.prune(ctx, now)
+	}
+
+	j.mu.Lock()
+	if !j.stopped {
+		j.timer = j.clock.AfterFunc(janitorTick, j.tick)
+	}
+	j.mu.Unlock()
+}
+
+// expire fails the held messages due more than maxAge ago, even those
+// whose job sleeps (a lane waiting for its window).
+func (j *janitor) expire(ctx context.Context, now time.Time) {
+	if n, err := j.store.ExpireHeld(ctx, now.Add(-j.maxAge)); err != nil {
+		j.logger.Error("expire held messages", slog.Any("error", err))
+	} else if n > 0 {
+		j.logger.Warn("held messages expired: not sent within QUEUE_MAX_AGE of becoming due", slog.Int64("messages", n))
+	}
+}
+
+// resolve settles the sends of a server that died, past their deadline:
+// safe on every server, since a live one settles its sends by their
+// deadline. Those still waiting for the provider are given back.
+func (j *janitor) resolve(ctx context.Context, now time.Time) {
+	if n, err := j.store.ResolveExpiredSends(ctx, now, now.Add(-expiredGrace), j.lane); err != nil {
 		j.logger.Error("resolve expired sends", slog.Any("error", err))
 	} else if n > 0 {
-		j.logger.Warn("sends of a stopped server counted and marked failed", slog.Int64("messages", n))
+		j.logger.Warn("sends of a stopped server resolved: given back if they were waiting, else counted and failed, delivery unknown",
+			slog.Int64("sends", n))
+	}
+}
+
+func (j *janitor) prune(ctx context.Context, now time.Time) {
+	if _, err := j.store.PruneSendLog(ctx, now.Add(-sendLogKeep)); err != nil {
+		j.logger.Error("prune send log", slog.Any("error", err))
 	}
 	if _, err := j.store.PruneIdempotencyKeys(ctx, now.Add(-api.KeyTTL)); err != nil {
 		j.logger.Error("prune idempotency keys", slog.Any("error", err))
 	}
 }
 
-// Stop ends the janitor and waits for a prune under way. Safe to call twice.
+// Stop ends the janitor and waits for a tick under way. Safe to call twice.
 func (j *janitor) Stop() {
-	j.once.Do(func() { close(j.stop) })
-	<-j.done
+	j.mu.Lock()
+	j.stopped = true
+	if j.timer != nil {
+		j.timer.Stop()
+	}
+	j.mu.Unlock()
+	j.running.Wait()
 }
