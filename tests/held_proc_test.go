@@ -250,10 +250,10 @@ func TestHeldSendsDrainOnSIGTERM(t *testing.T) {
 	})
 }
 
-// A scheduled message's job found running at start-up after its message
-// was sent (on SQLite, River completes the job just after the outcome is
-// recorded, so a crash can fall between the two) runs again, reads its
-// message's own record, and sends nothing.
+// A scheduled message's job run again after its message was sent (River
+// completes the job just after the outcome is recorded, so a crash can
+// fall between the two, and River's rescuer then gives the job back) reads
+// its message's own record, and sends nothing.
 func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
@@ -270,7 +270,8 @@ func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 			t.Fatalf("SIGTERM: %v", err)
 		}
 
-		// What a crash between the outcome and the job's completion leaves.
+		// What a crash between the outcome and the job's completion leaves,
+		// once River's rescuer has given the job back.
 		ctx := context.Background()
 		var dsn string
 		for _, kv := range env {
@@ -282,9 +283,9 @@ func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := st.SQL().ExecContext(ctx, `UPDATE river_job SET state = 'running', finalized_at = NULL WHERE kind = 'nornweave_due'`)
+		res, err := st.SQL().ExecContext(ctx, `UPDATE river_job SET state = 'available', finalized_at = NULL WHERE kind = 'nornweave_due'`)
 		if n, _ := res.RowsAffected(); err != nil || n != 1 {
-			t.Fatalf("making the due job running again: %d rows, %v", n, err)
+			t.Fatalf("making the due job available again: %d rows, %v", n, err)
 		}
 		st.Close()
 
