@@ -9,9 +9,12 @@ import (
 )
 
 // shortLease is what bounds a server's longest send (app.HeldRescueBound
-// reads nothing else), each as small as the configuration allows, so that
-// held mail a killed server held is rescued in about two minutes.
-var shortLease = config.Config{SendTimeout: 2 * time.Second, SendRetryDeadline: time.Second,
+// reads nothing else), so that held mail a killed server held is rescued
+// in about two minutes: each as small as the configuration allows, but
+// for SEND_TIMEOUT, which a send waiting for the one SMTP connection
+// behind others to a slow relay spends too (a test's relay answers each
+// message in 0.5 s, and its kill comes a few seconds in).
+var shortLease = config.Config{SendTimeout: 10 * time.Second, SendRetryDeadline: time.Second,
 	AttachmentMaxTotalSizeMB: 1, BodyMaxSizeMB: 1, HTMLMaxSizeMB: 1}
 
 // oneConnection gives a server one SMTP connection: at most one message on
