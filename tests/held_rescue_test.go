@@ -30,19 +30,16 @@ func TestClusterCrashScheduledIsRescued(t *testing.T) {
 	for _, backend := range sharedBackends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			mx := smtptest.Start(t)
-			env := clusterEnv(t, backend, mx, shortLeaseEnv(oneConnection)...)
-			first := startProc(t, env)
-			inbox := first.createInbox(t, "sched")
-			mx.DelayDataReply(slowRelay)
-			ids := scheduleMany(t, first, inbox, 60, time.Now().Add(8*time.Second))
-			waitFor(t, 30*time.Second, func() bool { return mx.Count() >= 1 }) // the first fetched them
-			second := startProc(t, env)
-			waitFor(t, 30*time.Second, func() bool { return mx.Count() >= 3 })
+			first := startDoomed(t, backend)
+			first.mx.DelayDataReply(slowRelay)
+			ids := scheduleMany(t, first, 60, time.Now().Add(8*time.Second))
+			waitFor(t, 30*time.Second, func() bool { return first.mx.Count() >= 1 }) // it fetched them
+			second := startProc(t, first.env)
+			waitFor(t, 30*time.Second, func() bool { return first.mx.Count() >= 3 })
 			first.kill(t)
 			killed := time.Now()
-			mx.DelayDataReply(0)
-			sentOnceEach(t, second, mx, inbox, ids, killed, 1)
+			first.mx.DelayDataReply(0)
+			sentOnceEach(t, second, first, ids, killed)
 		})
 	}
 }
@@ -57,20 +54,17 @@ func TestClusterCrashQueuedIsRescued(t *testing.T) {
 	for _, backend := range sharedBackends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			mx := smtptest.Start(t)
-			env := clusterEnv(t, backend, mx, shortLeaseEnv(oneConnection)...)
-			first := startProc(t, env)
-			inbox := first.createInbox(t, "lane")
-			mustStatus(t, first.do(t, "PATCH", "/v1/inboxes/"+inbox,
+			first := startDoomed(t, backend)
+			mustStatus(t, first.do(t, "PATCH", "/v1/inboxes/"+first.inbox,
 				map[string]any{"rate_limit": map[string]any{"per_minute": limit}}), http.StatusOK)
 			for i := range limit {
-				mustStatus(t, first.queue(t, inbox, fmt.Sprintf("now%d@example.com", i)), http.StatusCreated)
+				mustStatus(t, first.queue(t, first.inbox, fmt.Sprintf("now%d@example.com", i)), http.StatusCreated)
 			}
 			ids, order := map[string]string{}, map[string]int{}
 			var next time.Time
 			for i := range limit {
 				to := fmt.Sprintf("q%d@example.com", i)
-				r := first.queue(t, inbox, to)
+				r := first.queue(t, first.inbox, to)
 				mustStatus(t, r, http.StatusAccepted)
 				ids[to], order[to] = r.JSON(t)["id"].(string), i
 				if i == 0 {
@@ -79,21 +73,21 @@ func TestClusterCrashQueuedIsRescued(t *testing.T) {
 			}
 			// The first server's lane hands q0 over and waits for the
 			// relay's answer; q1 and q2 wait behind it.
-			hold := mx.HoldAt(smtptest.BeforeReply)
+			hold := first.mx.HoldAt(smtptest.BeforeReply)
 			select {
 			case <-hold.Reached():
 			case <-time.After(time.Until(next) + rescueWait()):
 				t.Fatalf("the lane sent nothing by %v after its next_attempt_at", rescueWait())
 			}
-			second := startProc(t, env)
+			second := startProc(t, first.env)
 			first.kill(t)
 			killed := time.Now()
 			hold.Release()
 
-			got := sentOnceEach(t, second, mx, inbox, ids, killed, 1)
+			got := sentOnceEach(t, second, first, ids, killed)
 			var times []time.Time
 			last := -1
-			for _, m := range mx.Messages() {
+			for _, m := range first.mx.Messages() {
 				times = append(times, m.Received)
 			}
 			for _, m := range got {
@@ -115,49 +109,65 @@ func TestClusterCrashQueuedIsRescued(t *testing.T) {
 // the restart.
 func TestRestartAloneOnSharedBackendSendsHeld(t *testing.T) {
 	t.Parallel()
-	mx := smtptest.Start(t)
-	env := clusterEnv(t, "postgres", mx, shortLeaseEnv(oneConnection)...)
-	p := startProc(t, env)
-	inbox := p.createInbox(t, "sched")
-	mx.DelayDataReply(slowRelay)
+	first := startDoomed(t, "postgres")
+	first.mx.DelayDataReply(slowRelay)
 	at := time.Now().Add(8 * time.Second).Truncate(time.Second)
-	ids := scheduleMany(t, p, inbox, 30, at)
+	ids := scheduleMany(t, first, 30, at)
 	time.Sleep(time.Until(at.Add(300 * time.Millisecond)))
-	waitFor(t, 30*time.Second, func() bool { return mx.Count() >= 1 }) // it fetched them
-	p.kill(t)
-	t.Logf("killed with %d of 30 at the relay", mx.Count())
-	mx.DelayDataReply(0)
+	waitFor(t, 30*time.Second, func() bool { return first.mx.Count() >= 1 }) // it fetched them
+	first.kill(t)
+	t.Logf("killed with %d of 30 at the relay", first.mx.Count())
+	first.mx.DelayDataReply(0)
 	started := time.Now()
-	p = startProc(t, env)
-	sentOnceEach(t, p, mx, inbox, ids, started, 1)
+	sentOnceEach(t, startProc(t, first.env), first, ids, started)
 }
 
-// scheduleMany schedules n messages from inbox for the second of at, one to
-// each of c0@example.com, c1@…, and returns their ids by recipient.
-func scheduleMany(t *testing.T, s *proc, inbox string, n int, at time.Time) map[string]string {
+// doomed is a server to be killed, the first on a fresh PostgreSQL database
+// with a shared throttle, a short lease and one SMTP connection: with its
+// relay, its environment for the servers after it, and an inbox.
+type doomed struct {
+	*proc
+	mx    *smtptest.Server
+	env   []string
+	inbox string
+}
+
+// startDoomed starts a doomed server with the shared throttle backend.
+func startDoomed(t *testing.T, backend string) doomed {
+	t.Helper()
+	mx := smtptest.Start(t)
+	env := clusterEnv(t, backend, mx, shortLeaseEnv(oneConnection)...)
+	p := startProc(t, env)
+	return doomed{proc: p, mx: mx, env: env, inbox: p.createInbox(t, "held")}
+}
+
+// scheduleMany schedules n messages from d's inbox for the second of at,
+// one to each of c0@example.com, c1@…, and returns their ids by recipient.
+func scheduleMany(t *testing.T, d doomed, n int, at time.Time) map[string]string {
 	t.Helper()
 	ids := map[string]string{}
 	for i := range n {
 		to := fmt.Sprintf("c%d@example.com", i)
-		r := s.sendAt(t, inbox, to, at.Truncate(time.Second))
+		r := d.sendAt(t, d.inbox, to, at.Truncate(time.Second))
 		mustStatus(t, r, http.StatusAccepted)
 		ids[to] = r.JSON(t)["id"].(string)
 	}
 	return ids
 }
 
-// sentOnceEach waits until rescueWait after since (a kill, or a restart)
-// for every message of ids (recipient → id) to leave scheduled, queued and
-// sending, as s lists inbox's messages, then checks that each reached mx
-// exactly once and reads sent; all but at most onWire, those on the wire
-// when a server was killed, which may have reached it once or not at all
-// and read failed, "delivery unknown". It returns the deliveries to ids in
-// the order mx received them.
-func sentOnceEach(t *testing.T, s *proc, mx *smtptest.Server, inbox string, ids map[string]string, since time.Time, onWire int) []smtptest.Message {
+// sentOnceEach waits until rescueWait after since (the kill of dead, or
+// its restart) for every message of ids (recipient → id) to leave
+// scheduled, queued and sending, as s lists dead's inbox, then checks that
+// each reached dead's relay exactly once and reads sent; all but the one on
+// the wire at the kill (one SMTP connection), which may have reached it
+// once or not at all and read failed, "delivery unknown". It returns the
+// deliveries to ids in the order the relay received them.
+func sentOnceEach(t *testing.T, s *proc, dead doomed, ids map[string]string, since time.Time) []smtptest.Message {
 	t.Helper()
+	const onWire = 1
 	var byID map[string]map[string]any
 	settled := waitUntil(time.Until(since.Add(rescueWait())), func() bool {
-		byID = messagesByID(t, s, inbox)
+		byID = messagesByID(t, s, dead.inbox)
 		for _, id := range ids {
 			switch byID[id]["status"] {
 			case "scheduled", "queued", "sending":
@@ -176,7 +186,7 @@ func sentOnceEach(t *testing.T, s *proc, mx *smtptest.Server, inbox string, ids 
 	}
 	var got []smtptest.Message
 	times := map[string]int{}
-	for _, m := range mx.Messages() {
+	for _, m := range dead.mx.Messages() {
 		if _, ok := ids[m.To[0]]; ok {
 			got = append(got, m)
 			times[m.To[0]]++
@@ -196,7 +206,7 @@ func sentOnceEach(t *testing.T, s *proc, mx *smtptest.Server, inbox string, ids 
 	if unknown > onWire {
 		t.Errorf("%d messages failed with delivery unknown, want at most %d (those on the wire)", unknown, onWire)
 	}
-	if len(got) > 0 {
+	if settled && len(got) > 0 {
 		t.Logf("%v: the last delivered %v later (the bound: %v)", counts,
 			got[len(got)-1].Received.Sub(since).Round(time.Second), rescueWait()-rescueSlack)
 	}
