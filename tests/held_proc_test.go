@@ -32,12 +32,16 @@ import (
 //     scheduled, and one in the middle of its SMTP DATA: after a restart
 //     every scheduled and queued message goes out exactly once, and the
 //     interrupted one is not sent again (failed, "delivery unknown").
+//
+// A job the killed server held waits for River's rescuer: the restarted
+// server sends its message within the rescue bound (app.HeldRescueBound),
+// which a short lease keeps to about two minutes.
 func TestQueuedSendsAcrossKill(t *testing.T) {
 	t.Parallel() // waits on windows and processes: beside the other waiting tests
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		mx := smtptest.Start(t)
-		env := procEnv(t, driver, mx)
+		env := procEnv(t, driver, mx, shortLeaseEnv()...)
 		p := startProc(t, env)
 		q, a, b, sched := p.createInbox(t, "q"), p.createInbox(t, "a"), p.createInbox(t, "b"), p.createInbox(t, "sched")
 		for id, limit := range map[string]int{q: 3, a: 1, b: 1} {
@@ -104,7 +108,7 @@ func TestQueuedSendsAcrossKill(t *testing.T) {
 			}
 			return false
 		}
-		waitFor(t, time.Until(next)+30*time.Second, func() bool {
+		waitFor(t, time.Until(next)+rescueWait(), func() bool {
 			return delivered("b1") && delivered("q5") && delivered("sched1")
 		})
 		time.Sleep(2 * time.Second)
@@ -324,9 +328,10 @@ func openBeside(t testing.TB, driver, dsn string) *sql.DB {
 
 // A scheduled message due just after a crash goes out on time from the
 // restarted server. River makes scheduled jobs available only on its
-// leader, and a killed server's leadership stayed in the database until
-// it expired (up to 15 s): the message went out that late. Alone on its
-// database, a server drops its dead run's leadership at start.
+// leader, and a killed server's leadership stays in the database until it
+// expires (up to 15 s), which the restarted server cannot shorten: the
+// message would go out that late. Alone on its database, a server makes
+// the jobs due within that gap available itself, through River's API.
 func TestScheduledSendOnTimeAfterKill(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
