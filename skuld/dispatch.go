@@ -41,13 +41,6 @@ const (
 // cannot be asked.
 const unavailableSnooze = 5 * time.Second
 
-// earlyMax is the longest a job found early waits in one snooze: River
-// makes a snoozed job available at once, without its leader's scheduler,
-// only when it snoozes at most its scheduler's interval; a job made to run
-// early (Queue.Start on a server alone) then runs on time even while the
-// leadership of a server that died has not expired.
-const earlyMax = 5 * time.Second
-
 // DispatchDue sends the scheduled message id, due at due, if it still is:
 // a message canceled, rescheduled (due at another time), already
 // dispatched or gone is left alone. If its inbox's lane has queued mail,
@@ -73,7 +66,10 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, resc
 	}
 	now := s.o.Clock.Now()
 	if early := m.ScheduledAt.Sub(now); early > 0 {
-		return Step{Snooze: min(early, earlyMax)}, nil // never before its time
+		// In snoozes the queue keeps runnable without its leader: a job run
+		// early (hold.Queue.Start on a server alone) then runs on time even
+		// while the leadership of a server that died has not expired.
+		return Step{Snooze: min(early, h.earlyMax())}, nil // never before its time
 	}
 	inbox, err := s.o.Store.Inbox(ctx, m.InboxID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -335,6 +331,13 @@ func retryTime(m *store.Message, now time.Time) time.Time {
 // was sent less the time it was scheduled for.
 type HoldObserver interface {
 	Dispatched(lateness time.Duration)
+}
+
+func (h *Hold) earlyMax() time.Duration {
+	if h.EarlyMax <= 0 {
+		return time.Second
+	}
+	return h.EarlyMax
 }
 
 func (h *Hold) maxAge() time.Duration {

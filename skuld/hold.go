@@ -48,6 +48,10 @@ type Hold struct {
 	// its windows or a provider that fails temporarily; past it, it fails
 	// as expired (default 24 h).
 	MaxAge time.Duration
+	// EarlyMax is the longest snooze the job queue keeps runnable without
+	// its leader (hold.RunnableSnooze): a job found early waits in snoozes
+	// of at most this (default 1 s).
+	EarlyMax time.Duration
 	// Observer, if set, is told the lateness of each dispatch.
 	Observer HoldObserver
 }

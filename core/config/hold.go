@@ -22,14 +22,14 @@ type Hold struct {
 	QueueMaxAge time.Duration `envconfig:"QUEUE_MAX_AGE" default:"24h"`
 }
 
-// MaxQueueMaxAge bounds QUEUE_MAX_AGE. River retries a held message's
-// failing job at most 25 times, with a backoff of attempt⁴ seconds ±10%
-// (River's default, which skuld/hold's retry policy keeps):
-// the 25th attempt comes at least 18.4 days after the first. Past that
-// River discards the job, and a message not yet expired would stay held
-// with no job to send it; a message older than QUEUE_MAX_AGE is failed,
-// expired, by the next attempt, which must therefore come. 14 days leaves
-// a margin (skuld/hold's TestRetriesOutlastMaxQueueMaxAge checks it).
+// MaxQueueMaxAge bounds QUEUE_MAX_AGE. A held message's job is never
+// discarded for a provider's failures (the message is put back with its
+// next attempt, and the job waits for it), but a job whose dispatch itself
+// fails (the database) is retried by River at most 25 times, with a
+// backoff of attempt⁴ seconds: the 25th attempt comes at least 18 days
+// after the first. The janitor fails a message expired within a second of
+// its deadline whatever its job does; 14 days keeps that deadline before
+// River could give the job up.
 const MaxQueueMaxAge = 14 * 24 * time.Hour
 
 func (h *Hold) normalize() {

@@ -134,7 +134,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
 		Filter: filter, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
-		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: queueMaxAge(cfg), Observer: a.metrics}})
+		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: queueMaxAge(cfg), EarlyMax: hold.RunnableSnooze,
+			Observer: a.metrics}})
 	if err := a.queue.Start(ctx, a.sender); err != nil {
 		a.closeAll()
 		return nil, err

@@ -295,6 +295,10 @@ func future(at time.Time) time.Time {
 // Config does not expose (TestRiverAgrees checks what it stands for).
 const schedulerInterval = 5 * time.Second
 
+// RunnableSnooze is the longest snooze after which River makes a job
+// available itself, without its leader's scheduler (skuld.Hold.EarlyMax).
+const RunnableSnooze = schedulerInterval
+
 func wrap(err error, what string) error {
 	if err == nil {
 		return nil
