@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
@@ -217,23 +219,43 @@ func userError(err error) string {
 // handover is the trace that records on the slot of message id's send
 // that it waits for the provider, and that it no longer does. The slot
 // reads "handed over" until told otherwise, so a send that gets its slot
-// at once writes nothing. Once an attempt has been handed over, the send
-// may have gone: a retry's wait is never recorded. A recorded wait is
-// always ended before the bytes go, even if its write seemed to fail.
+// at once writes nothing; nor does one that gets it within
+// waitUnrecorded, the usual wait for a busy connection. Once an attempt
+// has been handed over, the send may have gone: a retry's wait is never
+// recorded. A recorded wait is always ended before the bytes go, even if
+// its write seemed to fail.
 func (s *Sender) handover(ctx context.Context, id string) *providers.HandoverTrace {
-	var handed, waiting bool // attempts are sequential: no lock
+	var (
+		mu              sync.Mutex // the timer's write against the hand-over
+		handed, waiting bool
+		timer           clock.Timer
+	)
+	mark := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if handed || waiting {
+			return
+		}
+		waiting = true
+		if err := s.o.Store.MarkSendWaiting(ctx, id); err != nil {
+			s.o.Logger.WarnContext(ctx, "record that a send waits for the provider; a crash now leaves it delivery unknown",
+				slog.String("message_id", id), slog.Any("error", err))
+		}
+	}
 	return &providers.HandoverTrace{
 		Waiting: func() {
-			if handed {
-				return
-			}
-			waiting = true
-			if err := s.o.Store.MarkSendWaiting(ctx, id); err != nil {
-				s.o.Logger.WarnContext(ctx, "record that a send waits for the provider; a crash now leaves it delivery unknown",
-					slog.String("message_id", id), slog.Any("error", err))
+			mu.Lock()
+			defer mu.Unlock()
+			if !handed && timer == nil {
+				timer = s.o.Clock.AfterFunc(waitUnrecorded, mark)
 			}
 		},
 		HandedOver: func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if timer != nil {
+				timer.Stop() // a mark under way holds mu: it is done, or will find handed
+			}
 			if waiting {
 				if err := s.o.Store.MarkSendHandedOver(ctx, id); err != nil {
 					return err
@@ -245,3 +267,11 @@ func (s *Sender) handover(ctx context.Context, id string) *providers.HandoverTra
 		},
 	}
 }
+
+// waitUnrecorded is how long a send waits for the provider before the
+// wait is recorded. A busy connection is usually free within milliseconds,
+// and recording every such wait cost two writes a send when the provider's
+// connections were merely all in use (BENCHMARKS.md, section 18). A crash
+// in that time leaves the send "delivery unknown" though it never went:
+// the safe side, never sent twice.
+const waitUnrecorded = 100 * time.Millisecond

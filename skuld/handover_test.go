@@ -53,6 +53,16 @@ func TestSendRecordsItsWaitForTheProvider(t *testing.T) {
 	first := send("m1")
 	<-hold.Reached() // m1 holds the only connection
 	second := send("m2")
+	// The wait is recorded once it has lasted waitUnrecorded.
+	for clock.Timers() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case got := <-marks:
+		t.Fatalf("%q written before the wait lasted %v", got, waitUnrecorded)
+	default:
+	}
+	clock.Advance(waitUnrecorded)
 	if got := <-marks; got != "waiting m2" {
 		t.Fatalf("first mark: got %q, want %q", got, "waiting m2")
 	}
@@ -72,5 +82,24 @@ func TestSendRecordsItsWaitForTheProvider(t *testing.T) {
 	}
 	if len(st.marks) != 2 {
 		t.Errorf("a send whose connection was free wrote %q, want nothing", st.marks[2:])
+	}
+
+	// A wait shorter than waitUnrecorded writes nothing either.
+	hold = mx.HoldAt(smtptest.AtData)
+	first = send("m4")
+	<-hold.Reached()
+	second = send("m5")
+	for clock.Timers() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	hold.Release()
+	for _, done := range []<-chan *store.Message{first, second} {
+		if m := <-done; m == nil || m.Status != store.StatusSent {
+			t.Fatalf("got %+v, want sent", m)
+		}
+	}
+	clock.Advance(waitUnrecorded)
+	if len(st.marks) != 2 {
+		t.Errorf("a send that waited less than %v wrote %q, want nothing", waitUnrecorded, st.marks[2:])
 	}
 }
