@@ -158,3 +158,32 @@ func TestProtocolEdges(t *testing.T) {
 		t.Errorf("preflight headers = %v", rec.Header())
 	}
 }
+
+// stoppedJobs is a job queue of held mail whose client has stopped.
+type stoppedJobs struct{}
+
+func (stoppedJobs) Ready() error { return errors.New("hold: the job queue (River) is stopped") }
+
+// readyStore is a database that answers.
+type readyStore struct{ fakeStore }
+
+func (readyStore) Ready(context.Context) error { return nil }
+
+// /ready answers 503 naming held mail when the job queue that dispatches
+// it has stopped, and 200 with it running (issue 26).
+func TestReadyReportsTheJobQueue(t *testing.T) {
+	for _, tt := range []struct {
+		jobs   interface{ Ready() error }
+		status int
+		want   string
+	}{
+		{stoppedJobs{}, http.StatusServiceUnavailable, `"held_mail":"stopped"`},
+		{nil, http.StatusOK, `"status":"ready"`},
+	} {
+		h := New(Options{Store: readyStore{}, Sender: fakeSender(nil), Throttle: memThrottle(5, 0), Jobs: tt.jobs})
+		rec := serve(h, "GET", "/ready", "")
+		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.want) {
+			t.Errorf("jobs %T: %d %s, want %d with %s", tt.jobs, rec.Code, rec.Body, tt.status, tt.want)
+		}
+	}
+}

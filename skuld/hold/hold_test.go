@@ -56,3 +56,33 @@ func TestQueueStopIsSafe(t *testing.T) {
 		t.Fatal("Start after Stop succeeded, want an error")
 	}
 }
+
+// Ready is nil while River's client runs, and an error once it stopped.
+func TestQueueReady(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(t.TempDir(), "nw.db"),
+		Schemas: []store.Schema{hold.Schema(store.DriverSQLite)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := hold.New(hold.Options{DB: st.SQL(), Driver: store.DriverSQLite, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ready(); err != nil {
+		t.Fatalf("Ready while running: %v", err)
+	}
+	if err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ready(); err == nil {
+		t.Fatal("Ready after Stop: nil, want an error")
+	}
+}
