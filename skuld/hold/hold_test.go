@@ -34,19 +34,7 @@ func TestSchemaMigratesAndIsCurrent(t *testing.T) {
 // Stop is safe before Start and twice; a stopped queue does not start.
 func TestQueueStopIsSafe(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(t.TempDir(), "nw.db"),
-		Schemas: []store.Schema{hold.Schema(store.DriverSQLite)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	q, err := hold.New(hold.Options{DB: st.SQL(), Driver: store.DriverSQLite, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := newQueue(t)
 	for i := range 2 {
 		if err := q.Stop(ctx); err != nil {
 			t.Fatalf("Stop #%d before Start: %v", i+1, err)
@@ -60,19 +48,7 @@ func TestQueueStopIsSafe(t *testing.T) {
 // Ready is nil while River's client runs, and an error once it stopped.
 func TestQueueReady(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(t.TempDir(), "nw.db"),
-		Schemas: []store.Schema{hold.Schema(store.DriverSQLite)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	q, err := hold.New(hold.Options{DB: st.SQL(), Driver: store.DriverSQLite, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := newQueue(t)
 	if err := q.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -85,4 +61,24 @@ func TestQueueReady(t *testing.T) {
 	if err := q.Ready(); err == nil {
 		t.Fatal("Ready after Stop: nil, want an error")
 	}
+}
+
+// newQueue is a Queue on a migrated SQLite store, closed with the test.
+func newQueue(t *testing.T) *hold.Queue {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(t.TempDir(), "nw.db"),
+		Schemas: []store.Schema{hold.Schema(store.DriverSQLite)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := hold.New(hold.Options{DB: st.SQL(), Driver: store.DriverSQLite, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
