@@ -6,8 +6,9 @@ import "context"
 // when it holds its connection or concurrency slot, so that whoever keeps
 // the send's record can tell a send whose bytes may have gone from one
 // that was still waiting when its server died. Each provider calls it the
-// same way, from the one place where it waits for a slot (claim); a
-// provider that never waits (Demo) never calls it.
+// same way, from the one place where it waits for a slot (claim); for a
+// provider that never waits (Demo), its caller calls HandedOver before
+// Send (HandoverReporter).
 //
 // It travels on the context, as net/http/httptrace's ClientTrace does:
 // it observes a moment inside Send without changing what Send returns.
@@ -20,6 +21,26 @@ type HandoverTrace struct {
 	// stops the send, not sent: the record would otherwise say that bytes
 	// going out could not have.
 	HandedOver func() error
+}
+
+// HandoverReporter is a provider that calls the context's HandoverTrace
+// itself, from the place where it waits for a connection or a concurrency
+// slot. The caller calls HandedOver before Send for one that does not (it
+// never waits: Demo, a test's fake).
+type HandoverReporter interface {
+	ReportsHandover()
+}
+
+// ReportsHandover implements HandoverReporter.
+func (*SMTP) ReportsHandover() {}
+
+// ReportsHandover implements HandoverReporter for the HTTP providers.
+func (*httpBase) ReportsHandover() {}
+
+// HandoverOf returns the HandoverTrace ctx carries, or nil.
+func HandoverOf(ctx context.Context) *HandoverTrace {
+	t, _ := ctx.Value(handoverKey{}).(*HandoverTrace)
+	return t
 }
 
 type handoverKey struct{}
@@ -35,7 +56,7 @@ func WithHandoverTrace(ctx context.Context, t *HandoverTrace) context.Context {
 // handed over. On an error it holds no slot; provider names it in the
 // error of a hand-over that could not be recorded.
 func claim(ctx context.Context, provider string, slots chan struct{}, wait func() error) error {
-	t, _ := ctx.Value(handoverKey{}).(*HandoverTrace)
+	t := HandoverOf(ctx)
 	select {
 	case slots <- struct{}{}:
 	default:

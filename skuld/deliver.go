@@ -21,7 +21,7 @@ import (
 // delivered counts, and only a certain failure gives the slot back. It
 // returns the windows the settlement reports, for the rate-limit headers.
 func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Duration, m *store.Message, inbox *store.Inbox, req SendRequest) throttle.Snapshot {
-	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), end, m)
+	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), end, m, s.handover(ctx, m.ID))
 	out, windows := s.conclude(ctx, tk, m, providerID, sendErr)
 	err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out)
 	if errors.Is(err, store.ErrNotFound) {
@@ -47,8 +47,8 @@ func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Durat
 // tries calls the provider, retrying temporary failures while a retry can
 // start before end (mono) less one attempt. Each attempt records on the
 // send's slot a wait for the provider and its end (handover).
-func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Duration, m *store.Message) (string, error) {
-	ctx = providers.WithHandoverTrace(ctx, s.handover(ctx, m.ID))
+func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Duration, m *store.Message, trace *providers.HandoverTrace) (string, error) {
+	ctx = providers.WithHandoverTrace(ctx, trace)
 	attemptMax := s.o.Budget.Attempt(m.Size)
 	retryBy := end - attemptMax // no retry starts later: RetryDeadline after admission
 	var (
@@ -58,7 +58,7 @@ func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Durat
 	for attempt := 1; ; attempt++ {
 		left := end - s.o.Clock.Mono()
 		providerID, sendErr = s.attempt(ctx, pm, min(attemptMax, left))
-		if sendErr == nil || !temporary(sendErr) || attempt > s.o.RetryMax {
+		if sendErr == nil || !temporary(sendErr) || attempt > s.o.RetryMax || errors.Is(sendErr, errHandoverRefused) {
 			break
 		}
 		wait := s.backoff(attempt, sendErr)
@@ -161,6 +161,14 @@ func (s *Sender) attempt(ctx context.Context, pm providers.Message, timeout time
 			id, err = "", pe
 		}
 	}()
+	if _, reports := s.o.Provider.(providers.HandoverReporter); !reports {
+		// A provider that never waits is handed the message when called.
+		if t := providers.HandoverOf(ctx); t != nil && t.HandedOver != nil {
+			if err := t.HandedOver(); err != nil {
+				return "", err
+			}
+		}
+	}
 	return s.o.Provider.Send(ctx, pm)
 }
 
@@ -216,14 +224,14 @@ func userError(err error) string {
 	return "The provider could not send the message"
 }
 
-// handover is the trace that records on the slot of message id's send
-// that it waits for the provider, and that it no longer does. The slot
-// reads "handed over" until told otherwise, so a send that gets its slot
-// at once writes nothing; nor does one that gets it within
-// waitUnrecorded, the usual wait for a busy connection. Once an attempt
-// has been handed over, the send may have gone: a retry's wait is never
-// recorded. A recorded wait is always ended before the bytes go, even if
-// its write seemed to fail.
+// handover is the trace of a direct send (whose row and slot are written
+// before it is sent) that records on message id's slot that it waits for
+// the provider, and that it no longer does. The slot reads "handed over"
+// until told otherwise, so a send that gets its slot at once writes
+// nothing; nor does one that gets it within waitUnrecorded. Once an
+// attempt has been handed over, the send may have gone: a retry's wait is
+// never recorded. A recorded wait is always ended before the bytes go, and
+// a send whose end cannot be recorded (a recovery gave it back) does not go.
 func (s *Sender) handover(ctx context.Context, id string) *providers.HandoverTrace {
 	var (
 		mu              sync.Mutex // the timer's write against the hand-over
@@ -258,7 +266,7 @@ func (s *Sender) handover(ctx context.Context, id string) *providers.HandoverTra
 			}
 			if waiting {
 				if err := s.o.Store.MarkSendHandedOver(ctx, id); err != nil {
-					return err
+					return fmt.Errorf("%w: %w", errHandoverRefused, err)
 				}
 				waiting = false
 			}
@@ -268,15 +276,16 @@ func (s *Sender) handover(ctx context.Context, id string) *providers.HandoverTra
 	}
 }
 
-// waitUnrecorded is how long a send waits for the provider before the
-// wait is recorded. While the provider keeps up, a busy connection is free
-// within a fraction of a second (a scheduled burst: 100 dispatches for 4
-// SMTP connections, about 125 ms each); recording those waits cost two
-// writes a send, and the burst's dispatch fell from 0.96 of the direct
-// send rate to 0.71 on PostgreSQL with 100 ms here, 1.04 with 1 s
-// (BENCHMARKS.md, section 18). A wait longer than this is a provider that
-// does not keep up, the case issue 26 names (52 claimed messages behind one
-// connection for seconds), where the writes cost nothing that matters. A
-// crash within the first second of a wait leaves the send "delivery
-// unknown" though it never went: the safe side, never sent twice.
-const waitUnrecorded = time.Second
+// waitUnrecorded is how long a direct send waits for the provider before
+// the wait is recorded. A busy connection is usually free within
+// milliseconds (32 clients on 4 SMTP connections: about 45 ms), and
+// recording every such wait cost two writes a send: direct sends/s on
+// PostgreSQL fell from about 745 to 545 (BENCHMARKS.md, section 18). A
+// crash within it leaves the send "delivery unknown" though it never went:
+// the safe side, never sent twice. Held mail needs no such record: it is
+// claimed only once the provider has a connection for it (claimAndSend).
+const waitUnrecorded = 100 * time.Millisecond
+
+// errHandoverRefused is a hand-over its record refused (a claim that lost,
+// a send given back): the send does not go, and is not tried again.
+var errHandoverRefused = errors.New("skuld: hand-over refused")

@@ -285,14 +285,34 @@ func (s *Sender) claimAndSend(ctx context.Context, m *store.Message, inbox *stor
 	defer leave()
 	at := s.o.Clock.Now().UTC()
 	slot := &store.SendSlot{Scope: InboxKey(inbox), ReservedAt: at, Deadline: at.Add(lease)}
-	if err := h.Store.ClaimHeld(ctx, m, slot); err != nil {
-		s.settle(ctx, tk.Release, m.ID)
-		if errors.Is(err, store.ErrNotHeld) || errors.Is(err, store.ErrNotFound) {
-			return attempt{lost: true}, nil
+	// Claimed only once the provider has a connection for it, just before
+	// its bytes go: a server that dies while the message waits for one has
+	// claimed nothing, and the message's job, rescued, sends it.
+	claimed, claimErr := false, error(nil)
+	handover := &providers.HandoverTrace{HandedOver: func() error {
+		if !claimed {
+			if claimErr = h.Store.ClaimHeld(ctx, m, slot); claimErr != nil {
+				return fmt.Errorf("%w: %w", errHandoverRefused, claimErr)
+			}
+			claimed = true
 		}
-		return attempt{}, err
+		return nil
+	}}
+	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), reserved+lease, m, handover)
+	switch {
+	case errors.Is(claimErr, store.ErrNotHeld) || errors.Is(claimErr, store.ErrNotFound):
+		s.settle(ctx, tk.Release, m.ID)
+		return attempt{lost: true}, nil // canceled, rescheduled or gone meanwhile: it wins
+	case claimErr != nil:
+		s.settle(ctx, tk.Release, m.ID)
+		return attempt{}, claimErr
+	case !claimed:
+		// The provider never had a connection for it: nothing went,
+		// nothing was written. It stays held as it was.
+		s.settle(ctx, tk.Release, m.ID)
+		s.o.Logger.WarnContext(ctx, "provider busy; held message waits", slog.String("message_id", m.ID), slog.Any("error", sendErr))
+		return attempt{unavailable: true}, nil
 	}
-	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), reserved+lease, m)
 	if sendErr != nil && temporary(sendErr) && s.o.Clock.Now().Sub(dueTime(m)) < h.maxAge() {
 		// Not taken: held again as it was, and tried again at next. Past
 		// QUEUE_MAX_AGE from its due time, that attempt finds it expired.
