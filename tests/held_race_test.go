@@ -191,7 +191,14 @@ func TestQueuedChangeRacingLane(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		const n = 7
-		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute, c.SMTPMaxConnections = n, n+1 })
+		// The direct sends stay at the relay while the queued ones are
+		// accepted (2 MB each: about 2.3 s apiece under -race on SQLite),
+		// so the SMTP timeout must outlast that, not cut them off (15 s in
+		// the base configuration: they then counted, and the window stayed
+		// full for a minute).
+		s := startDefault(t, driver, func(c *config.Config) {
+			c.SendRateLimitPerMinute, c.SMTPMaxConnections, c.SMTPTimeout = n, n+1, time.Minute
+		})
 		inbox := s.createInbox(t, "lane")
 		// n direct sends fill the window, in flight at the relay, and are
 		// then refused for good, giving their slots back at once.
