@@ -31,8 +31,8 @@ test:
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-chromium.sh
 	@guard=$$(./scripts/netguard.sh --exec-flag) || exit 1; \
-	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 15m $$guard $(PKGS)"; \
-	  $(GO) test -race -count=1 -parallel 4 -timeout 15m $$guard $(PKGS) && \
+	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m $$guard $(PKGS)"; \
+	  $(GO) test -race -count=1 -parallel 4 -timeout 25m $$guard $(PKGS) && \
 	  echo "$(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/   # byte counts: not under -race" && \
 	  $(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/
 

@@ -111,8 +111,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	// The queue before the restore: a held send interrupted while it
-	// waited for the provider is queued again with its lane's job.
+	// The queue before the restore, which writes the lane job of a held
+	// message it gives back (store.ResolveInterrupted).
 	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
 		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: alone})
 	if err != nil {
