@@ -102,21 +102,21 @@ func (p *spares) learned(k spareKey, room int) {
 	p.rooms[k] = room
 }
 
-// put keeps b, a block of kind k, unless a window got near its limit
-// meanwhile.
-func (p *spares) put(k spareKey, b *block) {
+// keep holds b for kind k and reports whether it did: not when spares are
+// off or a window is near its limit, and then the caller gives b back.
+func (p *spares) keep(k spareKey, b *block) bool {
 	p.mu.Lock()
-	if !p.off && !p.s.hot() {
-		p.held[k] = append(p.held[k], b)
+	if p.off || p.s.hot() {
 		p.mu.Unlock()
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-		return
+		return false
 	}
+	p.held[k] = append(p.held[k], b)
 	p.mu.Unlock()
-	p.give([]*block{b})
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // take returns a slot of kind k for a send whose lease (margin included)
