@@ -85,10 +85,11 @@ func (s *Sender) DispatchDue(ctx context.Context, id string, due time.Time, resc
 			return Step{}, ignoreNotHeld(err)
 		}
 	}
-	if done, err := s.settleUnsendable(ctx, m, now); done || err != nil {
+	req, done, err := s.settleUnsendable(ctx, m, inbox, now)
+	if done || err != nil {
 		return Step{}, err
 	}
-	a, err := s.claimAndSend(ctx, m, inbox, store.StatusScheduled)
+	a, err := s.claimAndSend(ctx, m, inbox, req, store.StatusScheduled)
 	switch {
 	case err != nil:
 		return Step{}, err
@@ -134,12 +135,13 @@ func (s *Sender) DispatchLane(ctx context.Context, inboxID string, rescued bool,
 			return Step{}, err
 		}
 		now := s.o.Clock.Now()
-		if done, err := s.settleUnsendable(ctx, m, now); err != nil {
+		req, done, err := s.settleUnsendable(ctx, m, inbox, now)
+		if err != nil {
 			return Step{}, err
 		} else if done {
 			continue
 		}
-		a, err := s.claimAndSend(ctx, m, inbox, store.StatusQueued)
+		a, err := s.claimAndSend(ctx, m, inbox, req, store.StatusQueued)
 		switch {
 		case err != nil:
 			return Step{}, err
@@ -194,30 +196,31 @@ func (s *Sender) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// settleUnsendable fails held message m, read at now, if it can no longer
-// be sent: expired (QUEUE_MAX_AGE past its due time) or to a domain the
-// filter now blocks. done reports that m needs nothing more, failed here
-// or changed meanwhile.
-func (s *Sender) settleUnsendable(ctx context.Context, m *store.Message, now time.Time) (done bool, err error) {
+// settleUnsendable reads held message m's request (its recipients) and
+// fails m, read at now, if it can no longer be sent: expired
+// (QUEUE_MAX_AGE past its due time) or to a domain the filter now blocks.
+// done reports that m needs nothing more, failed here or changed
+// meanwhile; otherwise req is what claimAndSend sends.
+func (s *Sender) settleUnsendable(ctx context.Context, m *store.Message, inbox *store.Inbox, now time.Time) (req SendRequest, done bool, err error) {
 	h := s.o.Hold
 	reason := ""
 	if now.Sub(dueTime(m)) > h.maxAge() {
 		reason = expiredError
 		s.o.Logger.WarnContext(ctx, "held message expired", slog.String("message_id", m.ID))
-	} else if req, err := heldRequest(m, nil); err != nil {
-		return false, err
+	} else if req, err = heldRequest(m, inbox); err != nil {
+		return req, false, err
 	} else if err := s.checkDomains(ctx, req); err != nil {
 		var blocked *BlockedError
 		if !errors.As(err, &blocked) {
-			return false, err
+			return req, false, err
 		}
 		reason = blocked.Error()
 	}
 	if reason == "" {
-		return false, nil
+		return req, false, nil
 	}
 	_, err = h.Store.FailHeld(ctx, m, reason)
-	return true, ignoreNotHeld(err)
+	return req, true, ignoreNotHeld(err)
 }
 
 // attempt is what claimAndSend did with a held message; the zero attempt
@@ -246,12 +249,8 @@ func (a attempt) step(now time.Time) Step {
 // temporary provider failure puts it back with status held (scheduled or
 // queued) and a next attempt, which the message's record is the one source
 // of: the job waits until then.
-func (s *Sender) claimAndSend(ctx context.Context, m *store.Message, inbox *store.Inbox, held string) (attempt, error) {
+func (s *Sender) claimAndSend(ctx context.Context, m *store.Message, inbox *store.Inbox, req SendRequest, held string) (attempt, error) {
 	h := s.o.Hold
-	req, err := heldRequest(m, inbox)
-	if err != nil {
-		return attempt{}, err
-	}
 	id, ok := s.enter(m.Size)
 	if !ok {
 		return attempt{unavailable: true}, nil // taken up again by the next start
