@@ -158,7 +158,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 	asked := s.clock.Mono()
 	b, err := s.d.Reserve(ctx, global, asks)
 	if errors.Is(err, ErrStateLost) {
-		if err = s.recover(ctx); err == nil {
+		if err = s.recover(ctx, err); err == nil {
 			b, err = s.d.Reserve(ctx, global, asks)
 		}
 	}

@@ -33,18 +33,24 @@ type Driver interface {
 	// until now+Lease. It returns what it read before admitting the first
 	// (Batch.Raw; an inbox's scope as it was when the first ask of that
 	// inbox was judged) and a verdict per ask. Asks of one inbox are
-	// adjacent. ErrStateLost means the state has vanished.
+	// adjacent. ErrStateLost means the state has vanished, whole or in
+	// part (an *IncompleteError): a driver checks that every part of each
+	// scope it touches is there.
 	Reserve(ctx context.Context, global Limits, asks []Ask) (*Batch, error)
-	// Settle commits and releases reservations. A commit counts at
+	// Settle commits and releases reservations; a state lost or
+	// incomplete takes none (it will be rebuilt from the send record,
+	// which holds them). A commit counts at
 	// now-Age in the global scope and the inbox's, even when its
 	// reservation is gone (reclaimed, or lost with the state): counting
 	// twice errs on the safe side, not counting does not.
 	Settle(ctx context.Context, s []Settlement) error
 	// Read returns the global scope and inbox's ("" for none) in one
-	// snapshot, changing nothing. ErrStateLost means the state vanished.
+	// snapshot, changing nothing but the record of a part found missing.
+	// ErrStateLost means the state vanished, whole or in part.
 	Read(ctx context.Context, inbox string) (*Raw, error)
 	// Restore writes rec as the whole state and marks the state present.
-	// Unless replace is set it does so only if the state is lost, and
+	// Unless replace is set it does so only if the state is lost or
+	// incomplete, and
 	// reports whether it did: of several servers that found it lost, one
 	// rebuilds it.
 	Restore(ctx context.Context, rec Record, replace bool) (bool, error)
@@ -54,6 +60,20 @@ type Driver interface {
 // restarted without persistence; tables emptied by hand). Shared rebuilds
 // it from the durable send record before it admits anything.
 var ErrStateLost = errors.New("throttle: shared state lost")
+
+// IncompleteError is a backend whose state is there only in part: one of
+// its keys or tables was deleted, truncated or evicted, which would
+// otherwise read as "no sends" and let the limits be exceeded. It is
+// ErrStateLost (errors.Is), and rebuilt the same way; Part names what was
+// found missing.
+type IncompleteError struct{ Part string }
+
+func (e *IncompleteError) Error() string {
+	return "throttle: shared state incomplete: " + e.Part + " is missing"
+}
+
+// Is makes an incomplete state a lost one.
+func (e *IncompleteError) Is(target error) bool { return target == ErrStateLost }
 
 // Ask is one admission as a driver judges it.
 type Ask struct {

@@ -163,7 +163,7 @@ func (s *Shared) State(ctx context.Context, inbox string, o Override) (Snapshot,
 func (s *Shared) read(ctx context.Context, inbox string) (*Raw, error) {
 	raw, err := s.d.Read(ctx, inbox)
 	if errors.Is(err, ErrStateLost) {
-		if err = s.recover(ctx); err == nil {
+		if err = s.recover(ctx, err); err == nil {
 			raw, err = s.d.Read(ctx, inbox)
 		}
 	}
@@ -185,9 +185,10 @@ func (s *Shared) unavailable(err error) error {
 	return &UnavailableError{Backend: s.d.Name(), Err: err}
 }
 
-// recover rebuilds a lost state from the durable send record. Several
-// servers may find it lost at once; the backend lets one of them write it.
-func (s *Shared) recover(ctx context.Context) error {
+// recover rebuilds a lost state (lost, the driver's error) from the
+// durable send record. Several servers may find it lost at once; the
+// backend lets one of them write it, and that one logs it.
+func (s *Shared) recover(ctx context.Context, lost error) error {
 	s.spares.drain() // their reservations are gone with the state
 	s.recovering.Lock()
 	defer s.recovering.Unlock()
@@ -201,7 +202,11 @@ func (s *Shared) recover(ctx context.Context) error {
 	}
 	attrs := []any{slog.String("backend", s.d.Name()), slog.Int("sends", len(rec.Sent)),
 		slog.Int("in_flight", len(rec.Pending))}
+	var part *IncompleteError
 	switch {
+	case errors.As(lost, &part):
+		s.logger.WarnContext(ctx, "throttle state incomplete in the backend ("+part.Part+" is missing: deleted, "+
+			"truncated or evicted); rebuilt from the database's send record before admitting more", attrs...)
 	case s.seen.Load():
 		s.logger.ErrorContext(ctx, "throttle state vanished from the backend (flushed, or restarted without "+
 			"persistence); rebuilt from the database's send record before admitting more", attrs...)

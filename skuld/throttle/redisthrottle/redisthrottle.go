@@ -13,6 +13,8 @@ package redisthrottle
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -75,8 +77,8 @@ func (d *driver) scopeKeys(inbox string) []string {
 	return []string{s + ":m", s + ":h", s + ":f", s + ":n"}
 }
 
-func (d *driver) seq() string     { return d.prefix + ":seq" }
-func (d *driver) present() string { return d.prefix + ":present" }
+func (d *driver) seq() string   { return d.prefix + ":seq" }
+func (d *driver) state() string { return d.prefix + ":state" }
 
 // inboxTTL is how long an inbox's keys outlive its last write: the hour
 // window, its last bucket, and the lease.
@@ -85,17 +87,35 @@ func inboxTTL(lease time.Duration) int64 {
 }
 
 // inboxes adds the keys of each distinct inbox to keys, in order of first
-// appearance, and returns each inbox's 1-based index among them.
-func (d *driver) inboxes(keys []string, names []string) ([]string, map[string]int) {
+// appearance, and returns each inbox's 1-based index among them and the
+// inboxes in that order.
+func (d *driver) inboxes(keys []string, names []string) ([]string, map[string]int, []string) {
 	idx := map[string]int{}
+	var order []string
 	for _, n := range names {
 		if n == "" || idx[n] != 0 {
 			continue
 		}
 		idx[n] = len(idx) + 1
+		order = append(order, n)
 		keys = append(keys, d.scopeKeys(n)...)
 	}
-	return keys, idx
+	return keys, idx, order
+}
+
+// answer reads a script's reply for the state lost ({-1}) or incomplete
+// ({-2, key}).
+func answer(res []any) error {
+	if len(res) == 0 {
+		return errors.New("redisthrottle: empty reply")
+	}
+	switch v, _ := res[0].(int64); {
+	case v == -1 && len(res) == 1:
+		return throttle.ErrStateLost
+	case v == -2 && len(res) == 2:
+		return &throttle.IncompleteError{Part: fmt.Sprintf("the key %v", res[1])}
+	}
+	return nil
 }
 
 // Reserve implements throttle.Driver with one script call.
@@ -104,8 +124,16 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	for i, a := range asks {
 		names[i] = a.Inbox
 	}
-	keys, idx := d.inboxes(append([]string{d.seq(), d.present()}, d.scopeKeys("")...), names)
-	args := []any{global.PerMinute, global.PerHour}
+	keys, idx, order := d.inboxes(append([]string{d.seq(), d.state()}, d.scopeKeys("")...), names)
+	args := []any{global.PerMinute, global.PerHour, len(order)}
+	for _, n := range order {
+		for _, a := range asks {
+			if a.Inbox == n {
+				args = append(args, n, inboxTTL(a.Lease))
+				break
+			}
+		}
+	}
 	for _, a := range asks {
 		args = append(args, idx[a.Inbox], a.Lease.Microseconds(), a.Limits.PerMinute, a.Limits.PerHour,
 			inboxTTL(a.Lease), a.Slots())
@@ -114,8 +142,8 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	if err != nil {
 		return nil, err
 	}
-	if lostReply(res) {
-		return nil, throttle.ErrStateLost
+	if err := answer(res); err != nil {
+		return nil, err
 	}
 	b := &throttle.Batch{}
 	if err := d.parse(res[:len(res)-1], names, idx, &b.Raw); err != nil {
@@ -131,11 +159,6 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 		b.Verdicts[i] = throttle.Verdict{Admitted: id > 0, ID: id}
 	}
 	return b, nil
-}
-
-func lostReply(res []any) bool {
-	v, ok := res[0].(int64)
-	return len(res) == 1 && ok && v == -1
 }
 
 // parse reads {now, global raw, inbox raws in index order} into raw.
@@ -204,8 +227,12 @@ func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
 	for i, s := range ss {
 		names[i] = s.Inbox
 	}
-	keys, idx := d.inboxes(d.scopeKeys(""), names)
-	args := make([]any, 0, 5*len(ss))
+	keys, idx, order := d.inboxes(append([]string{d.state()}, d.scopeKeys("")...), names)
+	args := make([]any, 0, 1+len(order)+5*len(ss))
+	args = append(args, len(order))
+	for _, n := range order {
+		args = append(args, n)
+	}
 	for _, s := range ss {
 		commit := 0
 		if s.Commit {
@@ -213,18 +240,24 @@ func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
 		}
 		args = append(args, s.ID, s.Age.Microseconds(), commit, idx[s.Inbox], inboxTTL(s.Lease))
 	}
+	// A state lost or incomplete takes no settlement: it is rebuilt from
+	// the send record, which holds these sends, by the next admission.
 	return settleScript.Run(ctx, d.rdb, keys, args...).Err()
 }
 
 // Read implements throttle.Driver with one script call.
 func (d *driver) Read(ctx context.Context, inbox string) (*throttle.Raw, error) {
-	keys, idx := d.inboxes(append([]string{d.present()}, d.scopeKeys("")...), []string{inbox})
-	res, err := readScript.Run(ctx, d.rdb, keys).Slice()
+	keys, idx, order := d.inboxes(append([]string{d.state()}, d.scopeKeys("")...), []string{inbox})
+	args := make([]any, len(order))
+	for i, n := range order {
+		args[i] = n
+	}
+	res, err := readScript.Run(ctx, d.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, err
 	}
-	if lostReply(res) {
-		return nil, throttle.ErrStateLost
+	if err := answer(res); err != nil {
+		return nil, err
 	}
 	raw := &throttle.Raw{}
 	if err := d.parse(res, []string{inbox}, idx, raw); err != nil {
@@ -250,12 +283,20 @@ func (d *driver) Restore(ctx context.Context, rec throttle.Record, replace bool)
 	for _, p := range rec.Pending {
 		names = append(names, p.Inbox)
 	}
-	keys, idx := d.inboxes(append([]string{d.seq(), d.present()}, d.scopeKeys("")...), names)
+	keys, idx, order := d.inboxes(append([]string{d.seq(), d.state()}, d.scopeKeys("")...), names)
 	longest := time.Duration(0)
 	for _, p := range rec.Pending {
 		longest = max(longest, time.Until(p.Deadline))
 	}
-	args := []any{inboxTTL(longest), len(rec.Sent)}
+	gen := make([]byte, 8)
+	if _, err := rand.Read(gen); err != nil {
+		return false, err
+	}
+	args := []any{hex.EncodeToString(gen), inboxTTL(longest), len(order)}
+	for _, n := range order {
+		args = append(args, n)
+	}
+	args = append(args, len(rec.Sent))
 	for _, s := range rec.Sent {
 		args = append(args, idx[s.Inbox], s.At.UnixMicro())
 	}

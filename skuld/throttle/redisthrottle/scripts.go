@@ -11,19 +11,74 @@ import "github.com/redis/go-redis/v9"
 // buckets': bucket b of width w counts while b >= floor((now - span) / w),
 // a window admits an ask of n slots while its sends plus its flights'
 // slots plus n stay within a non-zero limit, and a flight past its
-// deadline counts as a send per slot at its deadline. The key present
-// marks the state as there: without it (FLUSHDB, a restart without
-// persistence) every script answers {-1} and the state is rebuilt from
-// the send record.
+// deadline counts as a send per slot at its deadline.
+//
+// A missing key reads as an empty one, so a key deleted or evicted would
+// silently forget sends. Every key therefore carries a marker of the
+// state's generation: the field "_" of each hash, the member "_<gen>"
+// (scored +inf, never a deadline) of each flights set. The state key
+// holds the generation (field g) and, per inbox, until when its keys are
+// live (field i:<inbox>; they expire after an idle hour). A script that
+// finds a key of a live scope without its marker records the state as
+// incomplete (field lost: the key) and answers {-2, key}; without the
+// state key's generation (FLUSHDB, a restart without persistence) it
+// answers {-1}. Either way the state is rebuilt from the send record with
+// a new generation. An inbox's keys past their registration are stale:
+// deleted and begun again with markers when next touched.
 
-// luaCommon is shared by the scripts: the clock, counting a send, and
-// reading a scope.
+// luaCommon is shared by the scripts: the clock, the markers, counting a
+// send, and reading a scope.
 const luaCommon = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- Lua prints numbers with 14 digits; times need 16.
 local function str(x)
   return string.format('%.0f', x)
+end
+
+-- missing returns the first of a scope's keys m, h, f, n without the
+-- marker of generation gen, or nil when all four have it.
+local function missing(m, h, f, n, gen)
+  for _, k in ipairs({m, h, n}) do
+    if redis.call('HGET', k, '_') ~= gen then
+      return k
+    end
+  end
+  if not redis.call('ZSCORE', f, '_' .. gen) then
+    return f
+  end
+  return nil
+end
+
+-- mark begins a scope's keys m, h, f, n afresh in generation gen.
+local function mark(m, h, f, n, gen)
+  redis.call('DEL', m, h, f, n)
+  for _, k in ipairs({m, h, n}) do
+    redis.call('HSET', k, '_', gen)
+  end
+  redis.call('ZADD', f, '+inf', '_' .. gen)
+end
+
+-- incomplete records in the state key st that key was found without its
+-- marker, and answers so.
+local function incomplete(st, key)
+  redis.call('HSET', st, 'lost', key)
+  return {-2, key}
+end
+
+-- live reports whether inbox's keys are registered in st as live.
+local function live(st, inbox)
+  local until_ = tonumber(redis.call('HGET', st, 'i:' .. inbox))
+  return until_ ~= nil and until_ > now
+end
+
+-- register keeps inbox's keys m, h, f, n live for ttl ms more: the keys
+-- outlive their registration by 10 s, so a live one is never expired.
+local function register(st, inbox, ttl, m, h, f, n)
+  redis.call('HSET', st, 'i:' .. inbox, str(now + tonumber(ttl) * 1000))
+  for _, k in ipairs({m, h, f, n}) do
+    redis.call('PEXPIRE', k, tonumber(ttl) + 10000)
+  end
 end
 
 local function count(m, h, at)
@@ -37,7 +92,9 @@ local function buckets(key, lo, prune)
   local kv = redis.call('HGETALL', key)
   local n, keep = 0, {}
   for i = 1, #kv, 2 do
-    if tonumber(kv[i]) < lo then
+    if kv[i] == '_' then
+      -- the marker
+    elseif tonumber(kv[i]) < lo then
       if prune then
         redis.call('HDEL', key, kv[i])
       end
@@ -89,9 +146,9 @@ local function scope(m, h, f, n, reclaim)
   end
   local um, km = buckets(m, math.floor((now - 60000000) / 1000000), reclaim)
   local uh, kh = buckets(h, math.floor((now - 3600000000) / 60000000), reclaim)
-  local flights = redis.call('ZRANGE', f, 0, -1, 'WITHSCORES')
-  local ns, inflight = slotsOf(n, flights)
-  return um, uh, inflight, {km, kh, flights, ns}
+  local all = redis.call('ZRANGEBYSCORE', f, '-inf', '(+inf', 'WITHSCORES')
+  local ns, inflight = slotsOf(n, all)
+  return um, uh, inflight, {km, kh, all, ns}
 end
 
 -- settleOne takes one slot of flight id from the scope of keys f, n: the
@@ -111,15 +168,41 @@ local function lacks(count, k, limit)
 end
 `
 
-// reserveScript: KEYS seq, present, global m h f n, then m h f n of each
-// inbox of the batch; ARGV global per-minute, per-hour, then per ask: its
+// reserveScript: KEYS seq, state, global m h f n, then m h f n of each
+// inbox of the batch; ARGV global per-minute, per-hour, the number of
+// inboxes, each inbox's name and its keys' TTL (ms), then per ask: its
 // inbox's index among the inbox quadruples (0: none), lease (µs), the
-// inbox's per-minute, per-hour, its keys' TTL (ms), its slots. Lost: {-1}.
-// Else {now, the global raw state (4 items), each inbox's (4 items each),
-// the ids (0 for a refusal)}: the state as read before the first ask.
+// inbox's per-minute, per-hour, its keys' TTL (ms), its slots. Lost: {-1};
+// incomplete: {-2, key}. Else {now, the global raw state (4 items), each
+// inbox's (4 items each), the ids (0 for a refusal)}: the state as read
+// before the first ask.
 var reserveScript = redis.NewScript(luaCommon + `
-if redis.call('EXISTS', KEYS[2]) == 0 then
+local st = KEYS[2]
+local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
+if not gen then
   return {-1}
+elseif lost then
+  return {-2, lost}
+elseif redis.call('EXISTS', KEYS[1]) == 0 then
+  return incomplete(st, KEYS[1])
+end
+local bad = missing(KEYS[3], KEYS[4], KEYS[5], KEYS[6], gen)
+if bad then
+  return incomplete(st, bad)
+end
+local nin = tonumber(ARGV[3])
+for i = 1, nin do
+  local j = 7 + (i - 1) * 4
+  local name, ttl = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
+  if live(st, name) then
+    bad = missing(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
+    if bad then
+      return incomplete(st, bad)
+    end
+  else
+    mark(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
+    register(st, name, ttl, KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3])
+  end
 end
 local gm, gh, gf, graw = scope(KEYS[3], KEYS[4], KEYS[5], KEYS[6], true)
 local out = {now, graw[1], graw[2], graw[3], graw[4]}
@@ -130,7 +213,7 @@ for i = 7, #KEYS, 4 do
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = raw[1], raw[2], raw[3], raw[4]
 end
 local ids = {}
-for a = 3, #ARGV, 6 do
+for a = 4 + 2 * nin, #ARGV, 6 do
   local idx, k = tonumber(ARGV[a]), tonumber(ARGV[a + 5])
   local refused = lacks(gm + gf, k, ARGV[1]) or lacks(gh + gf, k, ARGV[2])
   local s = ins[idx]
@@ -153,9 +236,7 @@ for a = 3, #ARGV, 6 do
       if k > 1 then
         redis.call('HSET', KEYS[j + 3], id, k)
       end
-      for x = j, j + 3 do
-        redis.call('PEXPIRE', KEYS[x], ARGV[a + 4])
-      end
+      register(st, ARGV[2 + 2 * idx], ARGV[a + 4], KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3])
       s.f = s.f + k
     end
     ids[#ids + 1] = id
@@ -165,64 +246,123 @@ out[#out + 1] = ids
 return out
 `)
 
-// settleScript: KEYS global m h f n, then m h f n of each inbox of the
-// batch; ARGV per settlement: id, age (µs), 1 to commit or 0 to release,
-// its inbox's index among the quadruples (0: none), the inbox keys' TTL
-// (ms). Each settles one slot of its flight. A commit counts at now minus
-// its age whether or not its flight is still there (reclaimed, or lost
-// with the state): twice errs on the safe side.
+// settleScript: KEYS state, global m h f n, then m h f n of each inbox of
+// the batch; ARGV the number of inboxes and each inbox's name, then per
+// settlement: id, age (µs), 1 to commit or 0 to release, its inbox's index
+// among the quadruples (0: none), the inbox keys' TTL (ms). Each settles
+// one slot of its flight. A commit counts at now minus its age whether or
+// not its flight is still there (reclaimed, or lost with the state): twice
+// errs on the safe side. A state lost or incomplete takes nothing: it is
+// rebuilt from the send record, which holds these sends.
 var settleScript = redis.NewScript(luaCommon + `
-for a = 1, #ARGV, 5 do
+local st = KEYS[1]
+local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
+if not gen then
+  return {-1}
+elseif lost then
+  return {-2, lost}
+end
+local bad = missing(KEYS[2], KEYS[3], KEYS[4], KEYS[5], gen)
+if bad then
+  return incomplete(st, bad)
+end
+local nin = tonumber(ARGV[1])
+local fresh = {}
+for i = 1, nin do
+  local j = 6 + (i - 1) * 4
+  if live(st, ARGV[1 + i]) then
+    bad = missing(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
+    if bad then
+      return incomplete(st, bad)
+    end
+  else
+    mark(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
+  end
+end
+for a = 2 + nin, #ARGV, 5 do
   local id, commit, idx = ARGV[a], ARGV[a + 2] == '1', tonumber(ARGV[a + 3])
   local at = now - math.max(tonumber(ARGV[a + 1]), 0)
-  settleOne(KEYS[3], KEYS[4], id)
+  settleOne(KEYS[4], KEYS[5], id)
   if commit then
-    count(KEYS[1], KEYS[2], at)
+    count(KEYS[2], KEYS[3], at)
   end
   if idx > 0 then
-    local j = 5 + (idx - 1) * 4
+    local j = 6 + (idx - 1) * 4
     settleOne(KEYS[j + 2], KEYS[j + 3], id)
     if commit then
       count(KEYS[j], KEYS[j + 1], at)
     end
-    for x = j, j + 3 do
-      redis.call('PEXPIRE', KEYS[x], ARGV[a + 4])
-    end
+    register(st, ARGV[1 + idx], ARGV[a + 4], KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3])
   end
 end
-return 1
+return {1}
 `)
 
-// readScript: KEYS present, global m h f n, [inbox m h f n]. Lost: {-1}.
-// Else {now, global raw (4 items), [inbox raw (4 items)]}. It changes
-// nothing.
+// readScript: KEYS state, global m h f n, [inbox m h f n]; ARGV [the
+// inbox's name]. Lost: {-1}; incomplete: {-2, key}. Else {now, global raw
+// (4 items), [inbox raw (4 items)]}. It changes nothing but, when it finds
+// a key missing, the record of that.
 var readScript = redis.NewScript(luaCommon + `
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local st = KEYS[1]
+local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
+if not gen then
   return {-1}
+elseif lost then
+  return {-2, lost}
+end
+local bad = missing(KEYS[2], KEYS[3], KEYS[4], KEYS[5], gen)
+if bad then
+  return incomplete(st, bad)
 end
 local out = {now}
-for i = 2, #KEYS, 4 do
-  local _, _, _, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], false)
-  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = raw[1], raw[2], raw[3], raw[4]
+local _, _, _, raw = scope(KEYS[2], KEYS[3], KEYS[4], KEYS[5], false)
+out[2], out[3], out[4], out[5] = raw[1], raw[2], raw[3], raw[4]
+if #KEYS > 5 then
+  if live(st, ARGV[1]) then
+    bad = missing(KEYS[6], KEYS[7], KEYS[8], KEYS[9], gen)
+    if bad then
+      return incomplete(st, bad)
+    end
+    _, _, _, raw = scope(KEYS[6], KEYS[7], KEYS[8], KEYS[9], false)
+  else
+    raw = {{}, {}, {}, {}}
+  end
+  out[6], out[7], out[8], out[9] = raw[1], raw[2], raw[3], raw[4]
 end
 return out
 `)
 
-// restoreScript: KEYS seq, present, global m h f n, then m h f n of each
-// inbox of the record; ARGV the inbox keys' TTL (ms), the number of sends,
-// then per send its inbox's index (0: none) and time (µs), then per
-// pending send its inbox's index and deadline (µs). Only while the state
-// is lost: 1 if it wrote it, 0 if another server had. Slots left over from
-// the state that was lost are dropped: the ids start again.
+// restoreScript: KEYS seq, state, global m h f n, then m h f n of each
+// inbox of the record; ARGV the new generation, the inbox keys' TTL (ms),
+// the number of inboxes and each inbox's name, the number of sends, then
+// per send its inbox's index (0: none) and time (µs), then per pending
+// send its inbox's index and deadline (µs). Only while the state is lost
+// or incomplete: 1 if it wrote it, 0 if another server had. It begins the
+// global keys and the record's inboxes' afresh in the new generation (the
+// other inboxes' keys are stale from now on), and keeps the reservation
+// ids growing: a commit for a reservation of the state that was lost must
+// not take a slot of a new one.
 var restoreScript = redis.NewScript(luaCommon + `
-if redis.call('EXISTS', KEYS[2]) == 1 then
+local st = KEYS[2]
+local old, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
+if old and not lost then
   return 0
 end
-for i = 6, #KEYS, 4 do
-  redis.call('DEL', KEYS[i])
+local gen, ttl, nin = ARGV[1], ARGV[2], tonumber(ARGV[3])
+redis.call('DEL', st)
+redis.call('HSET', st, 'g', gen)
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SET', KEYS[1], str(now))
 end
-local n = tonumber(ARGV[2])
-for a = 3, 2 + 2 * n, 2 do
+mark(KEYS[3], KEYS[4], KEYS[5], KEYS[6], gen)
+for i = 1, nin do
+  local j = 7 + (i - 1) * 4
+  mark(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
+  register(st, ARGV[3 + i], ttl, KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3])
+end
+local a0 = 5 + nin
+local n = tonumber(ARGV[a0 - 1])
+for a = a0, a0 + 2 * n - 1, 2 do
   local idx, at = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   count(KEYS[3], KEYS[4], at)
   if idx > 0 then
@@ -230,7 +370,7 @@ for a = 3, 2 + 2 * n, 2 do
     count(KEYS[j], KEYS[j + 1], at)
   end
 end
-for a = 3 + 2 * n, #ARGV, 2 do
+for a = a0 + 2 * n, #ARGV, 2 do
   local idx, deadline = tonumber(ARGV[a]), ARGV[a + 1]
   local id = redis.call('INCR', KEYS[1])
   redis.call('ZADD', KEYS[5], deadline, id)
@@ -238,9 +378,5 @@ for a = 3 + 2 * n, #ARGV, 2 do
     redis.call('ZADD', KEYS[7 + (idx - 1) * 4 + 2], deadline, id)
   end
 end
-for x = 7, #KEYS do
-  redis.call('PEXPIRE', KEYS[x], ARGV[1])
-end
-redis.call('SET', KEYS[2], '1')
 return 1
 `)
