@@ -26,9 +26,9 @@ func TestPartialLossIsRebuilt(t *testing.T) {
 	five := throttle.Limits{PerMinute: 5, PerHour: 5}
 	minuteOnly, hourOnly := throttle.Limits{PerMinute: 5}, throttle.Limits{PerHour: 5}
 	cases := []struct {
-		name          string
-		keys          []string // deleted, after the prefix's tag
-		inbox         string   // the sends'
+		name           string
+		keys           []string // deleted, after the prefix's tag
+		inbox          string   // the sends'
 		global, limits throttle.Limits
 	}{
 		{"global minute hash", []string{":g:m"}, "", minuteOnly, throttle.Limits{}},
