@@ -69,7 +69,7 @@ var ErrStateLost = errors.New("throttle: shared state lost")
 type IncompleteError struct{ Part string }
 
 func (e *IncompleteError) Error() string {
-	return "throttle: shared state incomplete: " + e.Part + " is missing"
+	return "throttle: shared state incomplete, missing " + e.Part
 }
 
 // Is makes an incomplete state a lost one.

@@ -205,7 +205,7 @@ func (s *Shared) recover(ctx context.Context, lost error) error {
 	var part *IncompleteError
 	switch {
 	case errors.As(lost, &part):
-		s.logger.WarnContext(ctx, "throttle state incomplete in the backend ("+part.Part+" is missing: deleted, "+
+		s.logger.WarnContext(ctx, "throttle state incomplete in the backend (missing "+part.Part+": deleted, "+
 			"truncated or evicted); rebuilt from the database's send record before admitting more", attrs...)
 	case s.seen.Load():
 		s.logger.ErrorContext(ctx, "throttle state vanished from the backend (flushed, or restarted without "+

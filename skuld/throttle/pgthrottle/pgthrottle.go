@@ -24,10 +24,14 @@ var schema string
 
 // Version is the version of schema.sql; Migrate records it. Raise it with
 // every change to schema.sql.
-const Version = 3
+const Version = 4
 
 // errLost is the SQLSTATE the functions raise when the state is gone.
 const errLost = "NWT01"
+
+// errIncomplete is the SQLSTATE they raise when a part of it was deleted
+// or truncated from outside them; the message names the part.
+const errIncomplete = "NWT02"
 
 // New returns a shared throttle whose state lives in the database of pool,
 // which Migrate must have prepared. It starts the throttle's background
@@ -68,8 +72,12 @@ func (d *driver) Name() string { return "postgres" }
 
 func lost(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == errLost {
+	switch {
+	case !errors.As(err, &pe):
+	case pe.Code == errLost:
 		return throttle.ErrStateLost
+	case pe.Code == errIncomplete:
+		return &throttle.IncompleteError{Part: pe.Message}
 	}
 	return err
 }
@@ -170,27 +178,23 @@ func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
 }
 
 // readSQL reads, in one statement and so one snapshot, the database's
-// clock and the global scope and $1's, if the state is present (no row
-// when it is not). It takes no lock and writes nothing.
+// clock and the global scope and $1's; pgthrottle_check raises when the
+// state is lost or incomplete. It takes no lock and writes nothing.
 const readSQL = `WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT AS t),
 s(scope) AS (SELECT ''::TEXT UNION ALL SELECT $1::TEXT WHERE $1::TEXT <> '')
 SELECT s.scope, n.t, r.mb, r.mn, r.hb, r.hn, r.fid, r.fdl, r.fn
 FROM s, n, LATERAL pgthrottle_scope(s.scope, (n.t - 60000000000) / 1000000000, (n.t - 3600000000000) / 60000000000) r
-WHERE EXISTS (SELECT 1 FROM pgthrottle_present)`
+WHERE pgthrottle_check()`
 
 // Read implements throttle.Driver.
 func (d *driver) Read(ctx context.Context, inbox string) (*throttle.Raw, error) {
 	rows, err := d.pool.Query(ctx, readSQL, inbox)
 	if err != nil {
-		return nil, err
+		return nil, lost(err)
 	}
 	raw := &throttle.Raw{Inbox: map[string]*throttle.RawScope{}}
-	raw.Now = -1
 	if err := scanScopes(rows, raw, nil); err != nil {
-		return nil, err
-	}
-	if raw.Now == -1 { // no row: pgthrottle_present is empty
-		return nil, throttle.ErrStateLost
+		return nil, lost(err)
 	}
 	return raw, nil
 }

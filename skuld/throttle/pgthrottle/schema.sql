@@ -34,8 +34,47 @@ CREATE INDEX IF NOT EXISTS pgthrottle_flights_deadline ON pgthrottle_flights (de
 
 -- One row while the state is present. Without it (a new database, or the
 -- tables emptied by hand) nothing is admitted until the state is rebuilt
--- from the send record (pgthrottle_restore).
+-- from the send record (pgthrottle_restore). lost names what was found
+-- deleted or truncated (version 4): the state is there only in part, and
+-- is rebuilt as if lost.
 CREATE TABLE IF NOT EXISTS pgthrottle_present (present BOOLEAN PRIMARY KEY);
+ALTER TABLE pgthrottle_present ADD COLUMN IF NOT EXISTS lost TEXT;
+
+-- A row deleted, or a table truncated, by anything but these functions
+-- would read as "no sends": the guard records it in pgthrottle_present,
+-- so that the next admission rebuilds the state from the send record.
+-- The functions mark their own deletes with the transaction-local setting
+-- pgthrottle.own, and clear it before they return.
+CREATE OR REPLACE FUNCTION pgthrottle_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('pgthrottle.own', true) IS DISTINCT FROM 'on' THEN
+        UPDATE pgthrottle_present SET lost = coalesce(lost, 'rows of ' || TG_TABLE_NAME || ' (a ' || TG_OP || ' from outside pgthrottle)');
+    END IF;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS pgthrottle_buckets_guard ON pgthrottle_buckets;
+CREATE TRIGGER pgthrottle_buckets_guard AFTER DELETE OR TRUNCATE ON pgthrottle_buckets
+    FOR EACH STATEMENT EXECUTE FUNCTION pgthrottle_guard();
+DROP TRIGGER IF EXISTS pgthrottle_flights_guard ON pgthrottle_flights;
+CREATE TRIGGER pgthrottle_flights_guard AFTER DELETE OR TRUNCATE ON pgthrottle_flights
+    FOR EACH STATEMENT EXECUTE FUNCTION pgthrottle_guard();
+
+-- pgthrottle_check raises SQLSTATE NWT01 when the state is lost and NWT02
+-- (with what is missing) when it is incomplete; else it is true.
+CREATE OR REPLACE FUNCTION pgthrottle_check() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    l TEXT;
+BEGIN
+    SELECT p.lost INTO l FROM pgthrottle_present p;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'throttle state lost' USING ERRCODE = 'NWT01';
+    ELSIF l IS NOT NULL THEN
+        RAISE EXCEPTION '%', l USING ERRCODE = 'NWT02';
+    END IF;
+    RETURN true;
+END
+$$;
 
 -- pgthrottle_count counts one send per element, at p_times[i] (ns), in the
 -- global windows and in those of p_scopes[i] ('' for none).
@@ -117,9 +156,8 @@ DECLARE
     gone_t BIGINT[];
 BEGIN
     PERFORM pg_advisory_xact_lock(7957704885311926834);
-    IF NOT EXISTS (SELECT 1 FROM pgthrottle_present) THEN
-        RAISE EXCEPTION 'throttle state lost' USING ERRCODE = 'NWT01';
-    END IF;
+    PERFORM pgthrottle_check();
+    PERFORM set_config('pgthrottle.own', 'on', true);
     t := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT;
     IF EXISTS (SELECT 1 FROM pgthrottle_flights WHERE deadline_ns <= t) THEN
         WITH gone AS (DELETE FROM pgthrottle_flights f WHERE f.deadline_ns <= t RETURNING f.scope, f.deadline_ns, f.n)
@@ -160,6 +198,7 @@ BEGIN
     END LOOP;
     o_scope := ''; o_now := t; o_mb := gmb; o_mn := gmn; o_hb := ghb; o_hn := ghn; o_fid := gfid; o_fdl := gfdl; o_fn := gfn;
     o_admitted := adm; o_ids := ids;
+    PERFORM set_config('pgthrottle.own', '', true);
     RETURN NEXT;
 END
 $$;
@@ -179,6 +218,7 @@ DECLARE
     ts BIGINT[];
 BEGIN
     PERFORM pg_advisory_xact_lock(7957704885311926834);
+    PERFORM set_config('pgthrottle.own', 'on', true);
     t := (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT;
     WITH x AS (SELECT id, count(*)::INTEGER AS c FROM unnest(p_ids) AS id GROUP BY id),
     left_ AS (UPDATE pgthrottle_flights f SET n = f.n - x.c FROM x WHERE f.id = x.id AND f.n > x.c RETURNING f.id)
@@ -188,25 +228,29 @@ BEGIN
     IF sc IS NOT NULL THEN
         PERFORM pgthrottle_count(sc, ts);
     END IF;
+    PERFORM set_config('pgthrottle.own', '', true);
 END
 $$;
 
 -- pgthrottle_restore writes the state from the send record: the sends
 -- counted (p_sent_*) and those in flight (p_pend_*), and marks it present.
 -- Unless p_replace, only while it is lost: of several servers that found
--- it lost, the first rebuilds it and the others find it present.
+-- it lost, the first rebuilds it and the others find it present. An
+-- incomplete state (lost set) is rebuilt as a lost one.
 CREATE OR REPLACE FUNCTION pgthrottle_restore(p_replace BOOLEAN, p_sent_scopes TEXT[], p_sent_at BIGINT[],
     p_pend_scopes TEXT[], p_pend_deadlines BIGINT[]) RETURNS BOOLEAN LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(7957704885311926834);
-    IF NOT p_replace AND EXISTS (SELECT 1 FROM pgthrottle_present) THEN
+    IF NOT p_replace AND EXISTS (SELECT 1 FROM pgthrottle_present WHERE lost IS NULL) THEN
         RETURN false;
     END IF;
+    PERFORM set_config('pgthrottle.own', 'on', true);
     DELETE FROM pgthrottle_buckets;
     DELETE FROM pgthrottle_flights;
     PERFORM pgthrottle_count(p_sent_scopes, p_sent_at);
     INSERT INTO pgthrottle_flights (scope, deadline_ns) SELECT * FROM unnest(p_pend_scopes, p_pend_deadlines);
-    INSERT INTO pgthrottle_present (present) VALUES (true) ON CONFLICT DO NOTHING;
+    INSERT INTO pgthrottle_present (present) VALUES (true) ON CONFLICT (present) DO UPDATE SET lost = NULL;
+    PERFORM set_config('pgthrottle.own', '', true);
     RETURN true;
 END
 $$;

@@ -7,8 +7,10 @@
 // Per scope (the global windows, or one inbox) it keeps two hashes of
 // counted sends per bucket and a sorted set of the reservations in flight
 // scored by their deadline. An inbox's keys expire after an idle hour, so
-// Redis follows the inboxes in use. Every key of a deployment shares one
-// hash tag, so Redis Cluster works.
+// Redis follows the inboxes in use. Every key carries a marker of the
+// state's generation, so that a key deleted or evicted on its own is
+// found missing, not read as "no sends" (scripts.go). Every key of a
+// deployment shares one hash tag, so Redis Cluster works.
 package redisthrottle
 
 import (
