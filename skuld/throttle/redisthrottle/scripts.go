@@ -36,20 +36,6 @@ local function str(x)
   return string.format('%.0f', x)
 end
 
--- missing returns the first of a scope's keys m, h, f, n without the
--- marker of generation gen, or nil when all four have it.
-local function missing(m, h, f, n, gen)
-  for _, k in ipairs({m, h, n}) do
-    if redis.call('HGET', k, '_') ~= gen then
-      return k
-    end
-  end
-  if not redis.call('ZSCORE', f, '_' .. gen) then
-    return f
-  end
-  return nil
-end
-
 -- mark begins a scope's keys m, h, f, n afresh in generation gen.
 local function mark(m, h, f, n, gen)
   redis.call('DEL', m, h, f, n)
@@ -86,14 +72,15 @@ local function count(m, h, at)
   redis.call('HINCRBY', h, str(math.floor(at / 60000000)), 1)
 end
 
--- buckets returns the sends counted in key's buckets from lo on, and those
--- buckets (flat); with prune it deletes the older ones.
-local function buckets(key, lo, prune)
+-- buckets returns the sends counted in key's buckets from lo on, those
+-- buckets (flat), and whether key has the marker of generation gen; with
+-- prune it deletes the older ones.
+local function buckets(key, lo, prune, gen)
   local kv = redis.call('HGETALL', key)
-  local n, keep = 0, {}
+  local n, keep, marked = 0, {}, false
   for i = 1, #kv, 2 do
     if kv[i] == '_' then
-      -- the marker
+      marked = kv[i + 1] == gen
     elseif tonumber(kv[i]) < lo then
       if prune then
         redis.call('HDEL', key, kv[i])
@@ -104,7 +91,7 @@ local function buckets(key, lo, prune)
       keep[#keep + 1] = kv[i + 1]
     end
   end
-  return n, keep
+  return n, keep, marked
 end
 
 -- slotsOf returns the slots left of each flight in the flat list {id,
@@ -126,11 +113,14 @@ local function slotsOf(n, flights)
   return ns, sum
 end
 
--- scope reads the scope of keys m, h, f, n: with reclaim it first counts
--- each slot of the flights past their deadline and removes them, and drops
--- old buckets. It returns the minute and hour sends, the slots in flight,
--- and the raw state {minute, hour, flights, slots}.
-local function scope(m, h, f, n, reclaim)
+-- scope reads the scope of keys m, h, f, n of generation gen: with
+-- reclaim it first counts each slot of the flights past their deadline and
+-- removes them, and drops old buckets. It returns the minute and hour
+-- sends, the slots in flight, the raw state {minute, hour, flights,
+-- slots}, and the first of its keys found without its marker (nil: none).
+-- What it wrote before finding one is of no matter: an incomplete state is
+-- rebuilt whole.
+local function scope(m, h, f, n, reclaim, gen)
   if reclaim then
     local gone = redis.call('ZRANGEBYSCORE', f, '-inf', str(now), 'WITHSCORES')
     local ns = slotsOf(n, gone)
@@ -144,11 +134,26 @@ local function scope(m, h, f, n, reclaim)
       redis.call('ZREMRANGEBYSCORE', f, '-inf', str(now))
     end
   end
-  local um, km = buckets(m, math.floor((now - 60000000) / 1000000), reclaim)
-  local uh, kh = buckets(h, math.floor((now - 3600000000) / 60000000), reclaim)
-  local all = redis.call('ZRANGEBYSCORE', f, '-inf', '(+inf', 'WITHSCORES')
+  local um, km, mok = buckets(m, math.floor((now - 60000000) / 1000000), reclaim, gen)
+  local uh, kh, hok = buckets(h, math.floor((now - 3600000000) / 60000000), reclaim, gen)
+  local all = redis.call('ZRANGEBYSCORE', f, '-inf', '+inf', 'WITHSCORES')
+  -- The marker scores +inf: the last member, if there.
+  local fok = #all >= 2 and all[#all - 1] == '_' .. gen
+  if fok then
+    all[#all], all[#all - 1] = nil, nil
+  end
   local ns, inflight = slotsOf(n, all)
-  return um, uh, inflight, {km, kh, all, ns}
+  local bad = nil
+  if not mok then
+    bad = m
+  elseif not hok then
+    bad = h
+  elseif not fok then
+    bad = f
+  elseif redis.call('HGET', n, '_') ~= gen then
+    bad = n
+  end
+  return um, uh, inflight, {km, kh, all, ns}, bad
 end
 
 -- settleOne takes one slot of flight id from the scope of keys f, n: the
@@ -186,29 +191,26 @@ elseif lost then
 elseif redis.call('EXISTS', KEYS[1]) == 0 then
   return incomplete(st, KEYS[1])
 end
-local bad = missing(KEYS[3], KEYS[4], KEYS[5], KEYS[6], gen)
-if bad then
-  return incomplete(st, bad)
-end
 local nin = tonumber(ARGV[3])
 for i = 1, nin do
   local j = 7 + (i - 1) * 4
   local name, ttl = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
-  if live(st, name) then
-    bad = missing(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
-    if bad then
-      return incomplete(st, bad)
-    end
-  else
+  if not live(st, name) then
     mark(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
     register(st, name, ttl, KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3])
   end
 end
-local gm, gh, gf, graw = scope(KEYS[3], KEYS[4], KEYS[5], KEYS[6], true)
+local gm, gh, gf, graw, bad = scope(KEYS[3], KEYS[4], KEYS[5], KEYS[6], true, gen)
+if bad then
+  return incomplete(st, bad)
+end
 local out = {now, graw[1], graw[2], graw[3], graw[4]}
 local ins = {}
 for i = 7, #KEYS, 4 do
-  local m, h, f, raw = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], true)
+  local m, h, f, raw, bad = scope(KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], true, gen)
+  if bad then
+    return incomplete(st, bad)
+  end
   ins[#ins + 1] = {m = m, h = h, f = f}
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = raw[1], raw[2], raw[3], raw[4]
 end
@@ -253,7 +255,9 @@ return out
 // one slot of its flight. A commit counts at now minus its age whether or
 // not its flight is still there (reclaimed, or lost with the state): twice
 // errs on the safe side. A state lost or incomplete takes nothing: it is
-// rebuilt from the send record, which holds these sends.
+// rebuilt from the send record, which holds these sends. It does not look
+// for missing keys: one it writes to again lacks its marker, and the next
+// admission or read finds it so.
 var settleScript = redis.NewScript(luaCommon + `
 local st = KEYS[1]
 local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
@@ -262,20 +266,10 @@ if not gen then
 elseif lost then
   return {-2, lost}
 end
-local bad = missing(KEYS[2], KEYS[3], KEYS[4], KEYS[5], gen)
-if bad then
-  return incomplete(st, bad)
-end
 local nin = tonumber(ARGV[1])
-local fresh = {}
 for i = 1, nin do
   local j = 6 + (i - 1) * 4
-  if live(st, ARGV[1 + i]) then
-    bad = missing(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
-    if bad then
-      return incomplete(st, bad)
-    end
-  else
+  if not live(st, ARGV[1 + i]) then
     mark(KEYS[j], KEYS[j + 1], KEYS[j + 2], KEYS[j + 3], gen)
   end
 end
@@ -310,20 +304,18 @@ if not gen then
 elseif lost then
   return {-2, lost}
 end
-local bad = missing(KEYS[2], KEYS[3], KEYS[4], KEYS[5], gen)
+local out = {now}
+local _, _, _, raw, bad = scope(KEYS[2], KEYS[3], KEYS[4], KEYS[5], false, gen)
 if bad then
   return incomplete(st, bad)
 end
-local out = {now}
-local _, _, _, raw = scope(KEYS[2], KEYS[3], KEYS[4], KEYS[5], false)
 out[2], out[3], out[4], out[5] = raw[1], raw[2], raw[3], raw[4]
 if #KEYS > 5 then
   if live(st, ARGV[1]) then
-    bad = missing(KEYS[6], KEYS[7], KEYS[8], KEYS[9], gen)
+    _, _, _, raw, bad = scope(KEYS[6], KEYS[7], KEYS[8], KEYS[9], false, gen)
     if bad then
       return incomplete(st, bad)
     end
-    _, _, _, raw = scope(KEYS[6], KEYS[7], KEYS[8], KEYS[9], false)
   else
     raw = {{}, {}, {}, {}}
   end
