@@ -240,43 +240,39 @@ type view struct {
 func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 	now := v.raw.Now
 	results = make([]askResult, len(v.asks))
-	g := v.raw.Global.scope(now, v.global, nil)
+	g := tally(&v.raw.Global, now, v.global, nil)
 	var (
-		in      *scope
+		in      *Tally
 		inboxOf string
 	)
 	for k, ask := range v.asks {
 		if ask.Inbox == "" {
 			in = nil
 		} else if in == nil || ask.Inbox != inboxOf {
-			in, inboxOf = v.raw.Inbox[ask.Inbox].scope(now, ask.Limits, nil), ask.Inbox
+			in, inboxOf = tally(v.raw.Inbox[ask.Inbox], now, ask.Limits, nil), ask.Inbox
 		} else {
-			in.setLimits(ask.Limits) // a PATCH may have changed them between two asks
+			in.SetLimits(ask.Limits) // a PATCH may have changed them between two asks
 		}
 		n := ask.Slots()
-		full := [2][2]bool{g.lacks(n)}
-		if in != nil {
-			full[1] = in.lacks(n)
-		}
-		refused, verdict := full != [2][2]bool{}, v.verdicts[k]
+		refused, verdict := g.Lacks(n) || in != nil && in.Lacks(n), v.verdicts[k]
 		switch {
 		case refused && !verdict.Admitted:
 			if n == 1 { // a block of spares refused is no one's refusal
-				results[k].refusal = refusal(now, g, in, full)
+				results[k].refusal = Refusal(now, g, in)
 			}
 			hot = true
 		case !refused && verdict.Admitted:
-			g.flight(now+int64(ask.Lease), n, nil, now)
+			applyFlight(g, now+int64(ask.Lease), n, nil, now)
 			if in != nil {
-				in.flight(now+int64(ask.Lease), n, nil, now)
+				applyFlight(in, now+int64(ask.Lease), n, nil, now)
 			}
 			results[k].ticket = &sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
 			hot = hot || results[k].ticket.near
 		default:
 			if verdict.Admitted {
-				g.flight(now+int64(ask.Lease), n, nil, now) // as the backend has it
+				applyFlight(g, now+int64(ask.Lease), n, nil, now) // as the backend has it
 				if in != nil {
-					in.flight(now+int64(ask.Lease), n, nil, now)
+					applyFlight(in, now+int64(ask.Lease), n, nil, now)
 				}
 				for range n {
 					(&sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
@@ -298,10 +294,10 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snapshot {
 	t := v.at(mono)
 	ask := v.asks[k]
-	g := v.raw.Global.scope(t, v.global, m)
-	var in *scope
+	g := tally(&v.raw.Global, t, v.global, m)
+	var in *Tally
 	if ask.Inbox != "" {
-		in = v.raw.Inbox[ask.Inbox].scope(t, ask.Limits, m)
+		in = tally(v.raw.Inbox[ask.Inbox], t, ask.Limits, m)
 	}
 	for j := range k + 1 {
 		if !v.verdicts[j].Admitted {
@@ -312,20 +308,20 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snaps
 			n-- // the other slots of k's block; k itself is counted below
 		}
 		deadline, id := v.raw.Now+int64(v.asks[j].Lease), v.verdicts[j].ID
-		g.flight(deadline, n, m[id], t)
+		applyFlight(g, deadline, n, m[id], t)
 		if in != nil && v.asks[j].Inbox == ask.Inbox {
-			in.flight(deadline, n, m[id], t)
+			applyFlight(in, deadline, n, m[id], t)
 		}
 	}
 	if counted {
-		g.count(t)
+		g.CountAt(t, t)
 		if in != nil {
-			in.count(t)
+			in.CountAt(t, t)
 		}
 	}
-	snap := Snapshot{Global: g.state(t, Global)}
+	snap := Snapshot{Global: g.State(t, Global)}
 	if in != nil {
-		snap.Inbox, snap.HasInbox = in.state(t, Inbox), true
+		snap.Inbox, snap.HasInbox = in.State(t, Inbox), true
 	}
 	return snap
 }

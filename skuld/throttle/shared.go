@@ -152,10 +152,10 @@ func (s *Shared) State(ctx context.Context, inbox string, o Override) (Snapshot,
 	}
 	mine := s.mine(raw.Now, s.clock.Mono())
 	lim := s.limits.Load()
-	snap := Snapshot{Global: raw.Global.scope(raw.Now, lim[0], mine).state(raw.Now, Global)}
+	snap := Snapshot{Global: tally(&raw.Global, raw.Now, lim[0], mine).State(raw.Now, Global)}
 	if inbox != "" {
 		snap.HasInbox = true
-		snap.Inbox = raw.Inbox[inbox].scope(raw.Now, o.Apply(lim[1]), mine).state(raw.Now, Inbox)
+		snap.Inbox = tally(raw.Inbox[inbox], raw.Now, o.Apply(lim[1]), mine).State(raw.Now, Inbox)
 	}
 	return snap, nil
 }

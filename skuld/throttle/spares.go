@@ -253,20 +253,3 @@ func (p *spares) close() {
 	p.mu.Unlock()
 	p.drain() // Close flushes the gatherer next
 }
-
-// roomLeft is the least room of the limited windows of g and in (nil for
-// none), or -1 if none is limited.
-func roomLeft(g, in *scope) int {
-	room := -1
-	for _, s := range [2]*scope{g, in} {
-		if s == nil {
-			continue
-		}
-		for _, r := range [2]*ring{&s.minute, &s.hour} {
-			if r.limit > 0 && (room < 0 || r.limit-r.counted() < room) {
-				room = max(r.limit-r.counted(), 0)
-			}
-		}
-	}
-	return room
-}
