@@ -49,7 +49,7 @@ func RestoreThrottle(ctx context.Context, log ThrottleLog, l *throttle.GlobalRat
 }
 
 // ThrottleRecord reads what a shared throttle's lost state is rebuilt from
-// (throttle.SharedOptions.Rebuild): the sends counted within restoreSpan of
+// (shared.Options.Rebuild): the sends counted within restoreSpan of
 // now, and those in flight, until their deadline plus the backend's margin.
 func ThrottleRecord(ctx context.Context, log ThrottleLog, now time.Time, margin time.Duration) (throttle.Record, error) {
 	sent, err := log.CountedSends(ctx, now.Add(-restoreSpan))

@@ -2,7 +2,7 @@
 // database every server already uses (THROTTLE_BACKEND=postgres). It is a
 // throttle.Driver: its SQL is schema.sql, applied by Migrate, and each of
 // its calls is one statement: an admission batch, a batch of settlements,
-// a read, a restore. New returns the throttle.Shared over it.
+// a read, a restore. New returns the shared.Throttle over it.
 package pgthrottle
 
 import (
@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
 )
 
 //go:embed schema.sql
@@ -32,8 +33,8 @@ const errLost = "NWT01"
 // New returns a shared throttle whose state lives in the database of pool,
 // which Migrate must have prepared. It starts the throttle's background
 // work; Close stops it (the pool stays open: it is the caller's).
-func New(pool *pgxpool.Pool, o throttle.SharedOptions) *throttle.Shared {
-	return throttle.NewShared(&driver{pool: pool}, o)
+func New(pool *pgxpool.Pool, o shared.Options) *shared.Throttle {
+	return shared.New(&driver{pool: pool}, o)
 }
 
 // OpenPool opens the throttle's own small pool on the database at dsn (a

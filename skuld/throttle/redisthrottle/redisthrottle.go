@@ -2,7 +2,7 @@
 // (THROTTLE_BACKEND=redis), shared by every server that uses the same Redis
 // and key prefix. It is a throttle.Driver: each call is one Lua script
 // (scripts.go), atomic in Redis and stamped by Redis's own TIME. New
-// returns the throttle.Shared over it.
+// returns the shared.Throttle over it.
 //
 // Per scope (the global windows, or one inbox) it keeps two hashes of
 // counted sends per bucket and a sorted set of the reservations in flight
@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
 )
 
 // DefaultKeyPrefix starts every key unless Options says otherwise.
@@ -29,8 +30,8 @@ const DefaultKeyPrefix = "nornweave:throttle"
 // New returns a shared throttle whose state lives in rdb under prefix ("":
 // DefaultKeyPrefix). It starts the throttle's background work; Close stops
 // it (rdb stays open: it is the caller's).
-func New(rdb redis.UniversalClient, prefix string, o throttle.SharedOptions) *throttle.Shared {
-	return throttle.NewShared(newDriver(rdb, prefix), o)
+func New(rdb redis.UniversalClient, prefix string, o shared.Options) *shared.Throttle {
+	return shared.New(newDriver(rdb, prefix), o)
 }
 
 // NewClient connects (lazily) to the Redis at url, a redis://, rediss://

@@ -1,4 +1,4 @@
-package throttle
+package shared
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
 )
 
 // defaultMaxBatch bounds the admissions one call to the backend makes.
@@ -31,14 +33,14 @@ const (
 
 // asking is one Reserve waiting for its batch.
 type asking struct {
-	ask   Ask
+	ask   throttle.Ask
 	state atomic.Int32
 	done  chan askResult // buffered: the batch never waits for a caller
 }
 
 type askResult struct {
-	ticket  *sharedTicket
-	refusal *RateLimitedError
+	ticket  *ticket
+	refusal *throttle.RateLimitedError
 	err     error
 }
 
@@ -60,7 +62,7 @@ func (a *admissions) close() {
 }
 
 // admit queues ask and waits for its answer, or for ctx.
-func (s *Shared) admit(ctx context.Context, ask Ask) (askResult, error) {
+func (s *Throttle) admit(ctx context.Context, ask throttle.Ask) (askResult, error) {
 	p := &asking{ask: ask, done: make(chan askResult, 1)}
 	a := &s.adm
 	a.mu.Lock()
@@ -91,7 +93,7 @@ func (s *Shared) admit(ctx context.Context, ask Ask) (askResult, error) {
 }
 
 // sendBatches sends batches until the queue is empty.
-func (s *Shared) sendBatches() {
+func (s *Throttle) sendBatches() {
 	a := &s.adm
 	defer a.idle.Done()
 	for {
@@ -117,10 +119,10 @@ func (s *Shared) sendBatches() {
 
 // sendBatch admits one batch and answers each of its callers. It asks for
 // a block of spare slots of each kind of send in it too (see spares).
-func (s *Shared) sendBatch(batch []*asking) {
+func (s *Throttle) sendBatch(batch []*asking) {
 	global := s.limits.Load()[0]
 	type entry struct {
-		ask Ask
+		ask throttle.Ask
 		p   *asking // nil for a spare
 	}
 	type kind struct {
@@ -136,7 +138,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 	}
 	for k, c := range kinds {
 		if n := s.spares.want(k, c.callers); n > 0 {
-			entries = append(entries, entry{ask: Ask{Inbox: k.inbox, Limits: k.limits, Lease: c.longest + spareHold, N: n}})
+			entries = append(entries, entry{ask: throttle.Ask{Inbox: k.inbox, Limits: k.limits, Lease: c.longest + spareHold, N: n}})
 		}
 	}
 	// An inbox's asks together, its callers' before its spares: the
@@ -149,7 +151,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 		}
 		return cmp.Compare(boolInt(a.p == nil), boolInt(b.p == nil))
 	})
-	asks := make([]Ask, len(entries))
+	asks := make([]throttle.Ask, len(entries))
 	for i, e := range entries {
 		asks[i] = e.ask
 	}
@@ -157,7 +159,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 	defer cancel()
 	asked := s.clock.Mono()
 	b, err := s.d.Reserve(ctx, global, asks)
-	if errors.Is(err, ErrStateLost) {
+	if errors.Is(err, throttle.ErrStateLost) {
 		if err = s.recover(ctx); err == nil {
 			b, err = s.d.Reserve(ctx, global, asks)
 		}
@@ -213,7 +215,7 @@ func boolInt(b bool) int {
 
 // answer hands res to p's caller, or, if it gave up, releases what was
 // admitted for it.
-func (s *Shared) answer(p *asking, res askResult) {
+func (s *Throttle) answer(p *asking, res askResult) {
 	if p.state.CompareAndSwap(waiting, answered) {
 		p.done <- res
 		return
@@ -226,10 +228,10 @@ func (s *Shared) answer(p *asking, res askResult) {
 // view is a batch's raw state, shared by its tickets: what the backend
 // read, and what it admitted in order.
 type view struct {
-	raw      *Raw
-	asks     []Ask
-	verdicts []Verdict
-	global   Limits
+	raw      *throttle.Raw
+	asks     []throttle.Ask
+	verdicts []throttle.Verdict
+	global   throttle.Limits
 	readAt   time.Duration // local mono when the backend answered
 }
 
@@ -237,12 +239,12 @@ type view struct {
 // numbers come from it, and a verdict the window rule does not reach on
 // the same state is ErrDisagree (a reservation it made is given back). hot
 // reports a refusal or an admission near a limit.
-func (v *view) judge(s *Shared) (results []askResult, hot bool) {
+func (v *view) judge(s *Throttle) (results []askResult, hot bool) {
 	now := v.raw.Now
 	results = make([]askResult, len(v.asks))
 	g := tally(&v.raw.Global, now, v.global, nil)
 	var (
-		in      *Tally
+		in      *throttle.Tally
 		inboxOf string
 	)
 	for k, ask := range v.asks {
@@ -258,7 +260,7 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 		switch {
 		case refused && !verdict.Admitted:
 			if n == 1 { // a block of spares refused is no one's refusal
-				results[k].refusal = Refusal(now, g, in)
+				results[k].refusal = throttle.Refusal(now, g, in)
 			}
 			hot = true
 		case !refused && verdict.Admitted:
@@ -266,7 +268,7 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 			if in != nil {
 				applyFlight(in, now+int64(ask.Lease), n, nil, now)
 			}
-			results[k].ticket = &sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
+			results[k].ticket = &ticket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
 			hot = hot || results[k].ticket.near
 		default:
 			if verdict.Admitted {
@@ -275,10 +277,10 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 					applyFlight(in, now+int64(ask.Lease), n, nil, now)
 				}
 				for range n {
-					(&sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
+					(&ticket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
 				}
 			}
-			results[k].err = ErrDisagree
+			results[k].err = throttle.ErrDisagree
 		}
 		if k == len(v.asks)-1 || v.asks[k+1].Inbox != ask.Inbox {
 			s.spares.learned(spareKey{inbox: ask.Inbox, limits: ask.Limits, global: v.global}, roomLeft(g, in))
@@ -291,11 +293,11 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 // server's clock, with one slot of k counted then (counted) or given back,
 // and this server's commits and releases made since counted as what they
 // are (mine, given the backend time it was taken at).
-func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snapshot {
+func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) throttle.Snapshot {
 	t := v.at(mono)
 	ask := v.asks[k]
 	g := tally(&v.raw.Global, t, v.global, m)
-	var in *Tally
+	var in *throttle.Tally
 	if ask.Inbox != "" {
 		in = tally(v.raw.Inbox[ask.Inbox], t, ask.Limits, m)
 	}
@@ -319,9 +321,9 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snaps
 			in.CountAt(t, t)
 		}
 	}
-	snap := Snapshot{Global: g.State(t, Global)}
+	snap := throttle.Snapshot{Global: g.State(t, throttle.Global)}
 	if in != nil {
-		snap.Inbox, snap.HasInbox = in.State(t, Inbox), true
+		snap.Inbox, snap.HasInbox = in.State(t, throttle.Inbox), true
 	}
 	return snap
 }
@@ -329,28 +331,28 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snaps
 // at maps mono, on this server's clock, to the backend's clock.
 func (v *view) at(mono time.Duration) int64 { return v.raw.Now + int64(max(mono-v.readAt, 0)) }
 
-// sharedTicket is one admission of a batch.
-type sharedTicket struct {
-	s    *Shared
+// ticket is one admission of a batch.
+type ticket struct {
+	s    *Throttle
 	v    *view
 	k    int
 	id   int64
 	near bool // its admission left a window at 80% or more
 }
 
-// Commit implements Ticket: counted at the moment of the call, gathered
+// Commit implements throttle.Ticket: counted at the moment of the call, gathered
 // with others or sent at once (see gatherer).
-func (t *sharedTicket) Commit(ctx context.Context) (Snapshot, error) { return t.settle(ctx, true) }
+func (t *ticket) Commit(ctx context.Context) (throttle.Snapshot, error) { return t.settle(ctx, true) }
 
-// Release implements Ticket.
-func (t *sharedTicket) Release(ctx context.Context) (Snapshot, error) { return t.settle(ctx, false) }
+// Release implements throttle.Ticket.
+func (t *ticket) Release(ctx context.Context) (throttle.Snapshot, error) { return t.settle(ctx, false) }
 
-func (t *sharedTicket) settle(ctx context.Context, commit bool) (Snapshot, error) {
+func (t *ticket) settle(ctx context.Context, commit bool) (throttle.Snapshot, error) {
 	at := t.s.clock.Mono()
 	ask := t.v.asks[t.k]
 	// What this server holds now, before this settlement may send it all.
 	mine := t.s.mine(t.v.at(at), at)
-	err := t.s.gather.add(ctx, Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
+	err := t.s.gather.add(ctx, throttle.Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
 		at, t.near || t.s.hot())
 	snap := t.v.snapshot(t.k, at, commit, mine)
 	if err != nil {

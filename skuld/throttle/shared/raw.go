@@ -1,6 +1,8 @@
-package throttle
+package shared
 
-// Shared reads a backend's raw state back into tallies, the scopes the
+import "github.com/nornweave/nornweave/skuld/throttle"
+
+// A shared Throttle reads a backend's raw state back into tallies, the scopes the
 // in-memory limiter keeps, so the bucket rule, Retry-After and the headers
 // are computed by one piece of code for every backend.
 
@@ -19,16 +21,16 @@ type locals map[int64][]local
 // tally evaluates r at now under lim. A reservation's slot past its
 // deadline counts as a send made at its deadline, as the next admission
 // will count it; one in mine counts as mine says. mine may be nil.
-func tally(r *RawScope, now int64, lim Limits, mine locals) *Tally {
-	t := NewTally(lim, now)
+func tally(r *throttle.RawScope, now int64, lim throttle.Limits, mine locals) *throttle.Tally {
+	t := throttle.NewTally(lim, now)
 	if r == nil {
 		return t
 	}
 	for _, b := range r.Minute {
-		t.Add(Minute, now, b.Index, b.Sends)
+		t.Add(throttle.Minute, now, b.Index, b.Sends)
 	}
 	for _, b := range r.Hour {
-		t.Add(Hour, now, b.Index, b.Sends)
+		t.Add(throttle.Hour, now, b.Index, b.Sends)
 	}
 	for _, f := range r.Flights {
 		applyFlight(t, f.Deadline, max(f.N, 1), mine[f.ID], now)
@@ -40,7 +42,7 @@ func tally(r *RawScope, now int64, lim Limits, mine locals) *Tally {
 // settled in mine as they were (a commit counts when made, a release
 // frees), each other one in flight, or counted at the deadline once it has
 // passed.
-func applyFlight(t *Tally, deadline int64, n int, mine []local, now int64) {
+func applyFlight(t *throttle.Tally, deadline int64, n int, mine []local, now int64) {
 	for _, x := range mine[:min(len(mine), n)] {
 		if x.commit {
 			t.CountAt(min(x.at, now), now)
@@ -58,11 +60,11 @@ func applyFlight(t *Tally, deadline int64, n int, mine []local, now int64) {
 // nearLimit reports a limited window at 80% or more: where a commit left
 // gathered would make the next refusal's Retry-After assume the send may
 // still go out at its deadline. in may be nil.
-func nearLimit(g, in *Tally) bool { return g.Near() || in != nil && in.Near() }
+func nearLimit(g, in *throttle.Tally) bool { return g.Near() || in != nil && in.Near() }
 
 // roomLeft is the least room of the limited windows of g and in (nil for
 // none), or -1 if none is limited.
-func roomLeft(g, in *Tally) int {
+func roomLeft(g, in *throttle.Tally) int {
 	room := g.Room()
 	if in == nil {
 		return room
