@@ -18,6 +18,7 @@ import (
 	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
 	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
 	"github.com/nornweave/nornweave/skuld/throttle/shared"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -62,7 +63,7 @@ func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, c cloc
 		return t, nil
 	}
 	o := shared.Options{Global: global, Inbox: inbox, Clock: c, Logger: logger,
-		Rebuild: func(ctx context.Context) (throttle.Record, error) {
+		Rebuild: func(ctx context.Context) (throttledriver.Record, error) {
 			return skuld.ThrottleRecord(ctx, st, c.Now(), shared.DefaultLeaseMargin)
 		}}
 	switch cfg.ThrottleBackend {

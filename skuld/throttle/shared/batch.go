@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // defaultMaxBatch bounds the admissions one call to the backend makes.
@@ -33,7 +34,7 @@ const (
 
 // asking is one Reserve waiting for its batch.
 type asking struct {
-	ask   throttle.Ask
+	ask   throttledriver.Ask
 	state atomic.Int32
 	done  chan askResult // buffered: the batch never waits for a caller
 }
@@ -62,7 +63,7 @@ func (a *admissions) close() {
 }
 
 // admit queues ask and waits for its answer, or for ctx.
-func (s *Throttle) admit(ctx context.Context, ask throttle.Ask) (askResult, error) {
+func (s *Throttle) admit(ctx context.Context, ask throttledriver.Ask) (askResult, error) {
 	p := &asking{ask: ask, done: make(chan askResult, 1)}
 	a := &s.adm
 	a.mu.Lock()
@@ -122,7 +123,7 @@ func (s *Throttle) sendBatches() {
 func (s *Throttle) sendBatch(batch []*asking) {
 	global := s.limits.Load()[0]
 	type entry struct {
-		ask throttle.Ask
+		ask throttledriver.Ask
 		p   *asking // nil for a spare
 	}
 	type kind struct {
@@ -138,7 +139,7 @@ func (s *Throttle) sendBatch(batch []*asking) {
 	}
 	for k, c := range kinds {
 		if n := s.spares.want(k, c.callers); n > 0 {
-			entries = append(entries, entry{ask: throttle.Ask{Inbox: k.inbox, Limits: k.limits, Lease: c.longest + spareHold, N: n}})
+			entries = append(entries, entry{ask: throttledriver.Ask{Inbox: k.inbox, Limits: k.limits, Lease: c.longest + spareHold, N: n}})
 		}
 	}
 	// An inbox's asks together, its callers' before its spares: the
@@ -151,7 +152,7 @@ func (s *Throttle) sendBatch(batch []*asking) {
 		}
 		return cmp.Compare(boolInt(a.p == nil), boolInt(b.p == nil))
 	})
-	asks := make([]throttle.Ask, len(entries))
+	asks := make([]throttledriver.Ask, len(entries))
 	for i, e := range entries {
 		asks[i] = e.ask
 	}
@@ -159,7 +160,7 @@ func (s *Throttle) sendBatch(batch []*asking) {
 	defer cancel()
 	asked := s.clock.Mono()
 	b, err := s.d.Reserve(ctx, global, asks)
-	if errors.Is(err, throttle.ErrStateLost) {
+	if errors.Is(err, throttledriver.ErrStateLost) {
 		if err = s.recover(ctx); err == nil {
 			b, err = s.d.Reserve(ctx, global, asks)
 		}
@@ -228,9 +229,9 @@ func (s *Throttle) answer(p *asking, res askResult) {
 // view is a batch's raw state, shared by its tickets: what the backend
 // read, and what it admitted in order.
 type view struct {
-	raw      *throttle.Raw
-	asks     []throttle.Ask
-	verdicts []throttle.Verdict
+	raw      *throttledriver.Raw
+	asks     []throttledriver.Ask
+	verdicts []throttledriver.Verdict
 	global   throttle.Limits
 	readAt   time.Duration // local mono when the backend answered
 }
@@ -352,7 +353,7 @@ func (t *ticket) settle(ctx context.Context, commit bool) (throttle.Snapshot, er
 	ask := t.v.asks[t.k]
 	// What this server holds now, before this settlement may send it all.
 	mine := t.s.mine(t.v.at(at), at)
-	err := t.s.gather.add(ctx, throttle.Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
+	err := t.s.gather.add(ctx, throttledriver.Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
 		at, t.near || t.s.hot())
 	snap := t.v.snapshot(t.k, at, commit, mine)
 	if err != nil {

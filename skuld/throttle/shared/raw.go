@@ -1,6 +1,9 @@
 package shared
 
-import "github.com/nornweave/nornweave/skuld/throttle"
+import (
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
+)
 
 // A shared Throttle reads a backend's raw state back into tallies, the scopes the
 // in-memory limiter keeps, so the bucket rule, Retry-After and the headers
@@ -21,7 +24,7 @@ type locals map[int64][]local
 // tally evaluates r at now under lim. A reservation's slot past its
 // deadline counts as a send made at its deadline, as the next admission
 // will count it; one in mine counts as mine says. mine may be nil.
-func tally(r *throttle.RawScope, now int64, lim throttle.Limits, mine locals) *throttle.Tally {
+func tally(r *throttledriver.RawScope, now int64, lim throttle.Limits, mine locals) *throttle.Tally {
 	t := throttle.NewTally(lim, now)
 	if r == nil {
 		return t

@@ -1,5 +1,5 @@
 // Package shared is the throttle.Throttle several servers share: one
-// implementation over a throttle.Driver, which keeps the raw state in
+// implementation over a throttledriver.Driver, which keeps the raw state in
 // PostgreSQL (package pgthrottle) or Redis (package redisthrottle), so that
 // both backends behave alike. The window rule, Retry-After and the headers
 // come from package throttle's Tally, the limiter's own code; batching,
@@ -17,6 +17,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // DefaultLeaseMargin is added to a send's lease before a shared backend
@@ -42,7 +43,7 @@ type Options struct {
 	MaxBatch int
 	// Rebuild reads the durable send record a lost state is rebuilt from
 	// (the database's send_log). Nil: a lost state is rebuilt empty.
-	Rebuild func(context.Context) (throttle.Record, error)
+	Rebuild func(context.Context) (throttledriver.Record, error)
 	Logger  *slog.Logger
 }
 
@@ -69,10 +70,10 @@ type Options struct {
 // batch) belongs to it: Close sends what is pending and stops it. It is
 // safe for concurrent use, by goroutines and by servers.
 type Throttle struct {
-	d       throttle.Driver
+	d       throttledriver.Driver
 	clock   clock.Clock
 	margin  time.Duration
-	rebuild func(context.Context) (throttle.Record, error)
+	rebuild func(context.Context) (throttledriver.Record, error)
 	logger  *slog.Logger
 	limits  atomic.Pointer[[2]throttle.Limits] // global, inbox default
 
@@ -90,7 +91,7 @@ type Throttle struct {
 
 // New returns a shared throttle over d and starts its background
 // work; Close stops it.
-func New(d throttle.Driver, o Options) *Throttle {
+func New(d throttledriver.Driver, o Options) *Throttle {
 	mustNotBeNegative(o.Global)
 	mustNotBeNegative(o.Inbox)
 	if o.Clock == nil {
@@ -103,7 +104,7 @@ func New(d throttle.Driver, o Options) *Throttle {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Rebuild == nil {
-		o.Rebuild = func(context.Context) (throttle.Record, error) { return throttle.Record{}, nil }
+		o.Rebuild = func(context.Context) (throttledriver.Record, error) { return throttledriver.Record{}, nil }
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = defaultMaxBatch
@@ -133,7 +134,7 @@ func (s *Throttle) Reserve(ctx context.Context, r throttle.Request) (throttle.Ti
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ask := throttle.Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
+	ask := throttledriver.Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
 	if r.Inbox != "" {
 		ask.Limits = r.Override.Apply(s.limits.Load()[1])
 	}
@@ -167,9 +168,9 @@ func (s *Throttle) State(ctx context.Context, inbox string, o throttle.Override)
 	return snap, nil
 }
 
-func (s *Throttle) read(ctx context.Context, inbox string) (*throttle.Raw, error) {
+func (s *Throttle) read(ctx context.Context, inbox string) (*throttledriver.Raw, error) {
 	raw, err := s.d.Read(ctx, inbox)
-	if errors.Is(err, throttle.ErrStateLost) {
+	if errors.Is(err, throttledriver.ErrStateLost) {
 		if err = s.recover(ctx); err == nil {
 			raw, err = s.d.Read(ctx, inbox)
 		}

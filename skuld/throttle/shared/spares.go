@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // Spare admissions take the backend's round trip off most sends far from
@@ -205,7 +206,7 @@ func (p *spares) takeAll(stale func(*block) bool) []*block {
 func (p *spares) give(blocks []*block) {
 	for _, b := range blocks {
 		ask := b.t.v.asks[b.t.k]
-		s := throttle.Settlement{ID: b.t.id, Inbox: ask.Inbox, Lease: ask.Lease}
+		s := throttledriver.Settlement{ID: b.t.id, Inbox: ask.Inbox, Lease: ask.Lease}
 		for range b.left {
 			_ = p.s.gather.add(context.Background(), s, p.s.clock.Mono(), false)
 		}

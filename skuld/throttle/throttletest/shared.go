@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 func testRestart(t *testing.T, b Backend) {
@@ -50,13 +51,13 @@ func testLeaseReclaim(t *testing.T, b Backend) {
 // server finds it lost first.
 func testLostState(t *testing.T, b Backend) {
 	now := time.Now()
-	rec := throttle.Record{
-		Sent:    []throttle.Sent{{Inbox: "a", At: now.Add(-10 * time.Second)}, {Inbox: "a", At: now.Add(-5 * time.Second)}},
-		Pending: []throttle.Pending{{Inbox: "b", Deadline: now.Add(time.Minute)}},
+	rec := throttledriver.Record{
+		Sent:    []throttledriver.Sent{{Inbox: "a", At: now.Add(-10 * time.Second)}, {Inbox: "a", At: now.Add(-5 * time.Second)}},
+		Pending: []throttledriver.Pending{{Inbox: "b", Deadline: now.Add(time.Minute)}},
 	}
 	rebuilds := 0
 	o := Options{Global: throttle.Limits{PerMinute: 3}, Inbox: throttle.Limits{PerMinute: 2},
-		Rebuild: func(context.Context) (throttle.Record, error) { rebuilds++; return rec, nil }}
+		Rebuild: func(context.Context) (throttledriver.Record, error) { rebuilds++; return rec, nil }}
 	before := b.New(o)
 	commit(t, reserve(t, before, "c"))
 	stop(t, before) // its commit reaches the backend before the loss

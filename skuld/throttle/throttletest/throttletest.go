@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // Options are what a case asks of a new throttle.
@@ -27,7 +28,7 @@ type Options struct {
 	SettleDelay time.Duration
 	// Rebuild is the durable send record a shared backend rebuilds a lost
 	// state from; nil for none.
-	Rebuild func(context.Context) (throttle.Record, error)
+	Rebuild func(context.Context) (throttledriver.Record, error)
 }
 
 // Backend is one backend's state, fresh for one case.
