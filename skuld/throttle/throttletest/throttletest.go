@@ -48,7 +48,7 @@ type Backend struct {
 	// network or a busy server does; nil where admission never waits.
 	Stall func(d time.Duration)
 	// Shared reports state that outlives a throttle: the cases of
-	// restarts, reclaimed leases, lost state and gathered commits run only
+	// restarts, reclaimed leases and lost state run only
 	// then. The in-memory backend keeps its state in the process; its
 	// restart is the send log's, and a lost reservation there is a
 	// programming error, not a crash.
@@ -81,11 +81,6 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"Restart", true, testRestart},
 		{"LeaseReclaim", true, testLeaseReclaim},
 		{"LostStateRebuilt", true, testLostState},
-		{"CommitsGatheredFarFromLimits", true, testGathered},
-		{"CommitsAtOnceNearLimits", true, testNearLimit},
-		{"Spares", true, testSpares},
-		{"SparesKeepThePromise", true, testSparesKeepThePromise},
-		{"SparesOfADeadServer", true, testSparesOfADeadServer},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
