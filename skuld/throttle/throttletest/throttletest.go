@@ -1,8 +1,11 @@
 // Package throttletest is the conformance suite every throttle.Throttle
 // backend runs: the promise, reservations, bucket edges, Retry-After,
 // restarts, lease reclaim, lost state and concurrency, as one contract for
-// all backends (like river's riverdrivertest and database/sql/driver's
-// tests). A case a backend cannot support is skipped with the reason.
+// all backends (like database/sql/driver's tests). A case a backend
+// cannot support is skipped with the reason. The Driver contract under the
+// shared backends has its own suite, throttledriver/drivertest; what the
+// shared throttle adds over any driver (gathering, spares) is tested once,
+// in package shared.
 //
 // Time moves only through Backend.Advance, so no test waits for the clock
 // or fails on a slow machine. A shared backend's own clock still runs
@@ -48,8 +51,8 @@ type Backend struct {
 	// network or a busy server does; nil where admission never waits.
 	Stall func(d time.Duration)
 	// Shared reports state that outlives a throttle: the cases of
-	// restarts, reclaimed leases and lost state run only
-	// then. The in-memory backend keeps its state in the process; its
+	// restarts, reclaimed leases and lost state run only then. The
+	// in-memory backend keeps its state in the process; its
 	// restart is the send log's, and a lost reservation there is a
 	// programming error, not a crash.
 	Shared bool
