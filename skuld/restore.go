@@ -6,6 +6,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -49,23 +50,23 @@ func RestoreThrottle(ctx context.Context, log ThrottleLog, l *throttle.GlobalRat
 }
 
 // ThrottleRecord reads what a shared throttle's lost state is rebuilt from
-// (throttle.SharedOptions.Rebuild): the sends counted within restoreSpan of
+// (shared.Options.Rebuild): the sends counted within restoreSpan of
 // now, and those in flight, until their deadline plus the backend's margin.
-func ThrottleRecord(ctx context.Context, log ThrottleLog, now time.Time, margin time.Duration) (throttle.Record, error) {
+func ThrottleRecord(ctx context.Context, log ThrottleLog, now time.Time, margin time.Duration) (throttledriver.Record, error) {
 	sent, err := log.CountedSends(ctx, now.Add(-restoreSpan))
 	if err != nil {
-		return throttle.Record{}, err
+		return throttledriver.Record{}, err
 	}
 	pending, err := log.PendingSends(ctx, now)
 	if err != nil {
-		return throttle.Record{}, err
+		return throttledriver.Record{}, err
 	}
-	var rec throttle.Record
+	var rec throttledriver.Record
 	for _, s := range sent {
-		rec.Sent = append(rec.Sent, throttle.Sent{Inbox: s.Scope, At: minTime(s.At, now)})
+		rec.Sent = append(rec.Sent, throttledriver.Sent{Inbox: s.Scope, At: minTime(s.At, now)})
 	}
 	for _, p := range pending {
-		rec.Pending = append(rec.Pending, throttle.Pending{Inbox: p.Scope, Deadline: p.Deadline.Add(margin)})
+		rec.Pending = append(rec.Pending, throttledriver.Pending{Inbox: p.Scope, Deadline: p.Deadline.Add(margin)})
 	}
 	return rec, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
 	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
 )
 
 // The send pipeline in-process on PostgreSQL, as BenchmarkSendPipeline*,
@@ -32,7 +33,7 @@ func benchPipelineBackend(b *testing.B, backend string) {
 	dsn := testdb.PostgresURL(b)
 	st, inbox := benchStore(b, "postgres", dsn)
 	lim := throttle.Limits{PerMinute: 1 << 30, PerHour: 1 << 30}
-	o := throttle.SharedOptions{Global: lim, Inbox: lim}
+	o := shared.Options{Global: lim, Inbox: lim}
 	var th throttle.Throttle
 	switch backend {
 	case "memory":

@@ -17,6 +17,8 @@ import (
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
 	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -26,7 +28,7 @@ type throttleParts struct {
 	throttle.Throttle // what the pipeline and the API use (FailOpen under THROTTLE_FAIL=open)
 	backend           string
 	limiter           *throttle.GlobalRateLimiter // memory
-	shared            *throttle.Shared            // postgres, redis
+	shared            *shared.Throttle            // postgres, redis
 	failOpen          *throttle.FailOpen          // THROTTLE_FAIL=open
 	pool              *pgxpool.Pool               // postgres: the throttle's own small pool
 	redis             *redis.Client               // redis
@@ -60,9 +62,9 @@ func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, c cloc
 		t.Throttle = throttle.NewMemory(t.limiter, c)
 		return t, nil
 	}
-	o := throttle.SharedOptions{Global: global, Inbox: inbox, Clock: c, Logger: logger,
-		Rebuild: func(ctx context.Context) (throttle.Record, error) {
-			return skuld.ThrottleRecord(ctx, st, c.Now(), throttle.DefaultLeaseMargin)
+	o := shared.Options{Global: global, Inbox: inbox, Clock: c, Logger: logger,
+		Rebuild: func(ctx context.Context) (throttledriver.Record, error) {
+			return skuld.ThrottleRecord(ctx, st, c.Now(), shared.DefaultLeaseMargin)
 		}}
 	switch cfg.ThrottleBackend {
 	case "postgres":

@@ -14,7 +14,7 @@ import (
 // Its Ticket counts while in flight; Commit counts the send, Release gives
 // the slot back.
 //
-// Memory is the throttle of one server. Shared keeps the windows in
+// Memory is the throttle of one server. shared.Throttle keeps the windows in
 // PostgreSQL (pgthrottle) or Redis (redisthrottle), so that several servers
 // keep one promise between them; it also reclaims the Ticket of a server
 // that died: when its lease (plus a margin) has run out, it counts as a

@@ -1,8 +1,8 @@
 // Package pgthrottle keeps a shared throttle's state in PostgreSQL, the
 // database every server already uses (THROTTLE_BACKEND=postgres). It is a
-// throttle.Driver: its SQL is schema.sql, applied by Migrate, and each of
+// throttledriver.Driver: its SQL is schema.sql, applied by Migrate, and each of
 // its calls is one statement: an admission batch, a batch of settlements,
-// a read, a restore. New returns the throttle.Shared over it.
+// a read, a restore. New returns the shared.Throttle over it.
 package pgthrottle
 
 import (
@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 //go:embed schema.sql
@@ -36,8 +38,8 @@ const errIncomplete = "NWT02"
 // New returns a shared throttle whose state lives in the database of pool,
 // which Migrate must have prepared. It starts the throttle's background
 // work; Close stops it (the pool stays open: it is the caller's).
-func New(pool *pgxpool.Pool, o throttle.SharedOptions) *throttle.Shared {
-	return throttle.NewShared(&driver{pool: pool}, o)
+func New(pool *pgxpool.Pool, o shared.Options) *shared.Throttle {
+	return shared.New(&driver{pool: pool}, o)
 }
 
 // OpenPool opens the throttle's own small pool on the database at dsn (a
@@ -65,7 +67,7 @@ func OpenPool(ctx context.Context, dsn string, conns int) (*pgxpool.Pool, error)
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// driver implements throttle.Driver.
+// driver implements throttledriver.Driver.
 type driver struct{ pool *pgxpool.Pool }
 
 func (d *driver) Name() string { return "postgres" }
@@ -75,15 +77,15 @@ func lost(err error) error {
 	switch {
 	case !errors.As(err, &pe):
 	case pe.Code == errLost:
-		return throttle.ErrStateLost
+		return throttledriver.ErrStateLost
 	case pe.Code == errIncomplete:
-		return &throttle.IncompleteError{Part: pe.Message}
+		return &throttledriver.IncompleteError{Part: pe.Message}
 	}
 	return err
 }
 
-// Reserve implements throttle.Driver with one call of pgthrottle_reserve.
-func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttle.Ask) (*throttle.Batch, error) {
+// Reserve implements throttledriver.Driver with one call of pgthrottle_reserve.
+func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttledriver.Ask) (*throttledriver.Batch, error) {
 	n := len(asks)
 	scopes, leases, ns := make([]string, n), make([]int64, n), make([]int32, n)
 	mins, hours := make([]int32, n), make([]int32, n)
@@ -96,7 +98,7 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	if err != nil {
 		return nil, lost(err)
 	}
-	b := &throttle.Batch{Raw: throttle.Raw{Inbox: map[string]*throttle.RawScope{}}}
+	b := &throttledriver.Batch{Raw: throttledriver.Raw{Inbox: map[string]*throttledriver.RawScope{}}}
 	var admitted []bool
 	var ids []int64
 	err = scanScopes(rows, &b.Raw, func(r *reserveExtra) { admitted, ids = r.admitted, r.ids })
@@ -106,9 +108,9 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	if len(admitted) != n || len(ids) != n {
 		return nil, fmt.Errorf("pgthrottle: pgthrottle_reserve answered %d verdicts for %d", len(admitted), n)
 	}
-	b.Verdicts = make([]throttle.Verdict, n)
+	b.Verdicts = make([]throttledriver.Verdict, n)
 	for i := range n {
-		b.Verdicts[i] = throttle.Verdict{Admitted: admitted[i], ID: ids[i]}
+		b.Verdicts[i] = throttledriver.Verdict{Admitted: admitted[i], ID: ids[i]}
 	}
 	return b, nil
 }
@@ -123,7 +125,7 @@ type reserveExtra struct {
 // admitted, ids]) into
 // raw; the global scope is the row of scope ”. extra, if set, gets the
 // last two columns of the global row.
-func scanScopes(rows pgx.Rows, raw *throttle.Raw, extra func(*reserveExtra)) error {
+func scanScopes(rows pgx.Rows, raw *throttledriver.Raw, extra func(*reserveExtra)) error {
 	defer rows.Close()
 	for rows.Next() {
 		var (
@@ -140,9 +142,9 @@ func scanScopes(rows pgx.Rows, raw *throttle.Raw, extra func(*reserveExtra)) err
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		s := &throttle.RawScope{Minute: buckets(mb, mn), Hour: buckets(hb, hn)}
+		s := &throttledriver.RawScope{Minute: buckets(mb, mn), Hour: buckets(hb, hn)}
 		for i := range min(len(fid), len(fdl), len(fn)) {
-			s.Flights = append(s.Flights, throttle.Flight{ID: fid[i], Deadline: fdl[i], N: int(fn[i])})
+			s.Flights = append(s.Flights, throttledriver.Flight{ID: fid[i], Deadline: fdl[i], N: int(fn[i])})
 		}
 		raw.Now = now
 		if scope != "" {
@@ -158,16 +160,16 @@ func scanScopes(rows pgx.Rows, raw *throttle.Raw, extra func(*reserveExtra)) err
 }
 
 // buckets zips bucket indexes with their sends.
-func buckets(idx, sends []int64) []throttle.Bucket {
-	out := make([]throttle.Bucket, min(len(idx), len(sends)))
+func buckets(idx, sends []int64) []throttledriver.Bucket {
+	out := make([]throttledriver.Bucket, min(len(idx), len(sends)))
 	for i := range out {
-		out[i] = throttle.Bucket{Index: idx[i], Sends: int(sends[i])}
+		out[i] = throttledriver.Bucket{Index: idx[i], Sends: int(sends[i])}
 	}
 	return out
 }
 
-// Settle implements throttle.Driver with one call of pgthrottle_settle.
-func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
+// Settle implements throttledriver.Driver with one call of pgthrottle_settle.
+func (d *driver) Settle(ctx context.Context, ss []throttledriver.Settlement) error {
 	n := len(ss)
 	ids, scopes, commits, agos := make([]int64, n), make([]string, n), make([]bool, n), make([]int64, n)
 	for i, s := range ss {
@@ -186,21 +188,21 @@ SELECT s.scope, n.t, r.mb, r.mn, r.hb, r.hn, r.fid, r.fdl, r.fn
 FROM s, n, LATERAL pgthrottle_scope(s.scope, (n.t - 60000000000) / 1000000000, (n.t - 3600000000000) / 60000000000) r
 WHERE pgthrottle_check()`
 
-// Read implements throttle.Driver.
-func (d *driver) Read(ctx context.Context, inbox string) (*throttle.Raw, error) {
+// Read implements throttledriver.Driver.
+func (d *driver) Read(ctx context.Context, inbox string) (*throttledriver.Raw, error) {
 	rows, err := d.pool.Query(ctx, readSQL, inbox)
 	if err != nil {
 		return nil, lost(err)
 	}
-	raw := &throttle.Raw{Inbox: map[string]*throttle.RawScope{}}
+	raw := &throttledriver.Raw{Inbox: map[string]*throttledriver.RawScope{}}
 	if err := scanScopes(rows, raw, nil); err != nil {
 		return nil, lost(err)
 	}
 	return raw, nil
 }
 
-// Restore implements throttle.Driver with one call of pgthrottle_restore.
-func (d *driver) Restore(ctx context.Context, rec throttle.Record, replace bool) (bool, error) {
+// Restore implements throttledriver.Driver with one call of pgthrottle_restore.
+func (d *driver) Restore(ctx context.Context, rec throttledriver.Record, replace bool) (bool, error) {
 	ss, st := make([]string, len(rec.Sent)), make([]int64, len(rec.Sent))
 	for i, s := range rec.Sent {
 		ss[i], st[i] = s.Inbox, s.At.UnixNano()

@@ -19,6 +19,7 @@ import (
 	"github.com/nornweave/nornweave/internal/testdb"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
 	"github.com/nornweave/nornweave/skuld/throttle/throttletest"
 )
 
@@ -34,13 +35,13 @@ func TestConformance(t *testing.T) {
 		clock := clocktest.New(time.Now())
 		return throttletest.Backend{
 			New: func(o throttletest.Options) throttle.Throttle {
-				th := pgthrottle.New(pool(t, url), throttle.SharedOptions{Global: o.Global, Inbox: o.Inbox,
+				th := pgthrottle.New(pool(t, url), shared.Options{Global: o.Global, Inbox: o.Inbox,
 					Clock: clock, SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
 				t.Cleanup(func() { _ = th.Close(context.Background()) })
 				return th
 			},
 			Advance: func(d time.Duration) { clock.Advance(d); shift(t, db, d) },
-			Margin:  throttle.DefaultLeaseMargin,
+			Margin:  shared.DefaultLeaseMargin,
 			Lose: func() {
 				exec(t, db, `DELETE FROM pgthrottle_present; DELETE FROM pgthrottle_buckets; DELETE FROM pgthrottle_flights`)
 			},
@@ -160,7 +161,7 @@ func benchReserveCommit(b *testing.B, settleDelay time.Duration) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	th := pgthrottle.New(p, throttle.SharedOptions{Global: throttletest.BenchLimits, Inbox: throttletest.BenchLimits,
+	th := pgthrottle.New(p, shared.Options{Global: throttletest.BenchLimits, Inbox: throttletest.BenchLimits,
 		SettleDelay: settleDelay})
 	defer th.Close(context.Background())
 	throttletest.BenchReserveCommit(b, th)
@@ -198,7 +199,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 		t.Fatalf("Current after the migration = %v, %v; want true", ok, err)
 	}
 	lim := throttle.Limits{PerMinute: 1000}
-	th := pgthrottle.New(pool(t, url), throttle.SharedOptions{Global: lim, Inbox: lim})
+	th := pgthrottle.New(pool(t, url), shared.Options{Global: lim, Inbox: lim})
 	t.Cleanup(func() { _ = th.Close(ctx) })
 	st, err := th.State(ctx, "a", throttle.Override{})
 	if err != nil {

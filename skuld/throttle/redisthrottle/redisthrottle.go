@@ -1,8 +1,8 @@
 // Package redisthrottle keeps a shared throttle's state in Redis
 // (THROTTLE_BACKEND=redis), shared by every server that uses the same Redis
-// and key prefix. It is a throttle.Driver: each call is one Lua script
+// and key prefix. It is a throttledriver.Driver: each call is one Lua script
 // (scripts.go), atomic in Redis and stamped by Redis's own TIME. New
-// returns the throttle.Shared over it.
+// returns the shared.Throttle over it.
 //
 // Per scope (the global windows, or one inbox) it keeps two hashes of
 // counted sends per bucket and a sorted set of the reservations in flight
@@ -25,6 +25,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // DefaultKeyPrefix starts every key unless Options says otherwise.
@@ -33,8 +35,8 @@ const DefaultKeyPrefix = "nornweave:throttle"
 // New returns a shared throttle whose state lives in rdb under prefix ("":
 // DefaultKeyPrefix). It starts the throttle's background work; Close stops
 // it (rdb stays open: it is the caller's).
-func New(rdb redis.UniversalClient, prefix string, o throttle.SharedOptions) *throttle.Shared {
-	return throttle.NewShared(newDriver(rdb, prefix), o)
+func New(rdb redis.UniversalClient, prefix string, o shared.Options) *shared.Throttle {
+	return shared.New(newDriver(rdb, prefix), o)
 }
 
 // NewClient connects (lazily) to the Redis at url, a redis://, rediss://
@@ -113,15 +115,15 @@ func answer(res []any) error {
 	}
 	switch v, _ := res[0].(int64); {
 	case v == -1 && len(res) == 1:
-		return throttle.ErrStateLost
+		return throttledriver.ErrStateLost
 	case v == -2 && len(res) == 2:
-		return &throttle.IncompleteError{Part: fmt.Sprintf("the key %v", res[1])}
+		return &throttledriver.IncompleteError{Part: fmt.Sprintf("the key %v", res[1])}
 	}
 	return nil
 }
 
-// Reserve implements throttle.Driver with one script call.
-func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttle.Ask) (*throttle.Batch, error) {
+// Reserve implements throttledriver.Driver with one script call.
+func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttledriver.Ask) (*throttledriver.Batch, error) {
 	names := make([]string, len(asks))
 	for i, a := range asks {
 		names[i] = a.Inbox
@@ -147,7 +149,7 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	if err := answer(res); err != nil {
 		return nil, err
 	}
-	b := &throttle.Batch{}
+	b := &throttledriver.Batch{}
 	if err := d.parse(res[:len(res)-1], names, idx, &b.Raw); err != nil {
 		return nil, err
 	}
@@ -155,16 +157,16 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	if len(ids) != len(asks) {
 		return nil, fmt.Errorf("redisthrottle: reserve answered %d verdicts for %d", len(ids), len(asks))
 	}
-	b.Verdicts = make([]throttle.Verdict, len(ids))
+	b.Verdicts = make([]throttledriver.Verdict, len(ids))
 	for i, v := range ids {
 		id, _ := v.(int64)
-		b.Verdicts[i] = throttle.Verdict{Admitted: id > 0, ID: id}
+		b.Verdicts[i] = throttledriver.Verdict{Admitted: id > 0, ID: id}
 	}
 	return b, nil
 }
 
 // parse reads {now, global raw, inbox raws in index order} into raw.
-func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throttle.Raw) error {
+func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throttledriver.Raw) error {
 	if len(res) != 5+4*len(idx) {
 		return fmt.Errorf("redisthrottle: unexpected reply of %d items", len(res))
 	}
@@ -178,7 +180,7 @@ func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throt
 		return err
 	}
 	raw.Global = *g
-	raw.Inbox = make(map[string]*throttle.RawScope, len(idx))
+	raw.Inbox = make(map[string]*throttledriver.RawScope, len(idx))
 	for _, n := range names {
 		i := idx[n]
 		if i == 0 || raw.Inbox[n] != nil {
@@ -193,9 +195,9 @@ func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throt
 
 // parseScope reads a scope's raw state: minute hash, hour hash, flights
 // with scores, each a flat list, and the flights' slots.
-func parseScope(res []any) (*throttle.RawScope, error) {
-	s := &throttle.RawScope{}
-	for j, dst := range []*[]throttle.Bucket{&s.Minute, &s.Hour} {
+func parseScope(res []any) (*throttledriver.RawScope, error) {
+	s := &throttledriver.RawScope{}
+	for j, dst := range []*[]throttledriver.Bucket{&s.Minute, &s.Hour} {
 		kv, _ := res[j].([]any)
 		for k := 0; k+1 < len(kv); k += 2 {
 			b, err1 := strconv.ParseInt(fmt.Sprint(kv[k]), 10, 64)
@@ -203,7 +205,7 @@ func parseScope(res []any) (*throttle.RawScope, error) {
 			if err1 != nil || err2 != nil {
 				return nil, fmt.Errorf("redisthrottle: bad bucket %v=%v", kv[k], kv[k+1])
 			}
-			*dst = append(*dst, throttle.Bucket{Index: b, Sends: n})
+			*dst = append(*dst, throttledriver.Bucket{Index: b, Sends: n})
 		}
 	}
 	fl, _ := res[2].([]any)
@@ -218,13 +220,13 @@ func parseScope(res []any) (*throttle.RawScope, error) {
 		if err1 != nil || err2 != nil || n < 1 {
 			return nil, fmt.Errorf("redisthrottle: bad flight %v=%v (%v slots)", fl[k], fl[k+1], ns[k/2])
 		}
-		s.Flights = append(s.Flights, throttle.Flight{ID: id, Deadline: int64(dl) * 1000, N: int(n)})
+		s.Flights = append(s.Flights, throttledriver.Flight{ID: id, Deadline: int64(dl) * 1000, N: int(n)})
 	}
 	return s, nil
 }
 
-// Settle implements throttle.Driver with one script call.
-func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
+// Settle implements throttledriver.Driver with one script call.
+func (d *driver) Settle(ctx context.Context, ss []throttledriver.Settlement) error {
 	names := make([]string, len(ss))
 	for i, s := range ss {
 		names[i] = s.Inbox
@@ -248,7 +250,7 @@ func (d *driver) Settle(ctx context.Context, ss []throttle.Settlement) error {
 }
 
 // Read implements throttle.Driver with one script call.
-func (d *driver) Read(ctx context.Context, inbox string) (*throttle.Raw, error) {
+func (d *driver) Read(ctx context.Context, inbox string) (*throttledriver.Raw, error) {
 	keys, idx, order := d.inboxes(append([]string{d.state()}, d.scopeKeys("")...), []string{inbox})
 	args := make([]any, len(order))
 	for i, n := range order {
@@ -261,18 +263,18 @@ func (d *driver) Read(ctx context.Context, inbox string) (*throttle.Raw, error) 
 	if err := answer(res); err != nil {
 		return nil, err
 	}
-	raw := &throttle.Raw{}
+	raw := &throttledriver.Raw{}
 	if err := d.parse(res, []string{inbox}, idx, raw); err != nil {
 		return nil, err
 	}
 	return raw, nil
 }
 
-// Restore implements throttle.Driver. To replace, it first deletes every
+// Restore implements throttledriver.Driver. To replace, it first deletes every
 // key of the prefix (SCAN, then DEL: not atomic, which is why replacing is
 // for a moment when no other server uses this Redis), then writes the
 // record in one script as for a lost state.
-func (d *driver) Restore(ctx context.Context, rec throttle.Record, replace bool) (bool, error) {
+func (d *driver) Restore(ctx context.Context, rec throttledriver.Record, replace bool) (bool, error) {
 	if replace {
 		if err := d.deleteAll(ctx); err != nil {
 			return false, err

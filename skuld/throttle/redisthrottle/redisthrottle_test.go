@@ -13,6 +13,7 @@ import (
 	"github.com/nornweave/nornweave/internal/tcpproxy"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
 	"github.com/nornweave/nornweave/skuld/throttle/throttletest"
 )
 
@@ -34,13 +35,13 @@ func TestConformance(t *testing.T) {
 				opts.Addr = proxy.Addr()
 				c := redis.NewClient(&opts)
 				t.Cleanup(func() { c.Close() })
-				th := redisthrottle.New(c, prefix, throttle.SharedOptions{Global: o.Global,
+				th := redisthrottle.New(c, prefix, shared.Options{Global: o.Global,
 					Inbox: o.Inbox, Clock: clock, SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
 				t.Cleanup(func() { _ = th.Close(context.Background()) })
 				return th
 			},
 			Advance: func(d time.Duration) { clock.Advance(d); shift(t, rdb, tag, d) },
-			Margin:  throttle.DefaultLeaseMargin,
+			Margin:  shared.DefaultLeaseMargin,
 			Lose:    func() { deleteAll(t, rdb, tag) },
 			Stall:   proxy.Stall,
 			Shared:  true,
@@ -52,7 +53,7 @@ func TestConformance(t *testing.T) {
 // use a Redis does: each case begins with the state present.
 func initState(t *testing.T, rdb *redis.Client, prefix string) {
 	t.Helper()
-	th := redisthrottle.New(rdb, prefix, throttle.SharedOptions{})
+	th := redisthrottle.New(rdb, prefix, shared.Options{})
 	defer th.Close(context.Background())
 	if _, err := th.State(context.Background(), "", throttle.Override{}); err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func BenchmarkReserveCommit(b *testing.B) { benchReserveCommit(b, 0) }
 func BenchmarkReserveCommitAtOnce(b *testing.B) { benchReserveCommit(b, -1) }
 
 func benchReserveCommit(b *testing.B, settleDelay time.Duration) {
-	th := redisthrottle.New(redistest.Client(b), redistest.Prefix(b), throttle.SharedOptions{
+	th := redisthrottle.New(redistest.Client(b), redistest.Prefix(b), shared.Options{
 		Global: throttletest.BenchLimits, Inbox: throttletest.BenchLimits, SettleDelay: settleDelay})
 	defer th.Close(context.Background())
 	throttletest.BenchReserveCommit(b, th)

@@ -1,8 +1,11 @@
 // Package throttletest is the conformance suite every throttle.Throttle
 // backend runs: the promise, reservations, bucket edges, Retry-After,
 // restarts, lease reclaim, lost state and concurrency, as one contract for
-// all backends (like river's riverdrivertest and database/sql/driver's
-// tests). A case a backend cannot support is skipped with the reason.
+// all backends (like database/sql/driver's tests). A case a backend
+// cannot support is skipped with the reason. The Driver contract under the
+// shared backends has its own suite, throttledriver/drivertest; what the
+// shared throttle adds over any driver (gathering, spares) is tested once,
+// in package shared.
 //
 // Time moves only through Backend.Advance, so no test waits for the clock
 // or fails on a slow machine. A shared backend's own clock still runs
@@ -17,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // Options are what a case asks of a new throttle.
@@ -27,7 +31,7 @@ type Options struct {
 	SettleDelay time.Duration
 	// Rebuild is the durable send record a shared backend rebuilds a lost
 	// state from; nil for none.
-	Rebuild func(context.Context) (throttle.Record, error)
+	Rebuild func(context.Context) (throttledriver.Record, error)
 }
 
 // Backend is one backend's state, fresh for one case.
@@ -47,8 +51,8 @@ type Backend struct {
 	// network or a busy server does; nil where admission never waits.
 	Stall func(d time.Duration)
 	// Shared reports state that outlives a throttle: the cases of
-	// restarts, reclaimed leases, lost state and gathered commits run only
-	// then. The in-memory backend keeps its state in the process; its
+	// restarts, reclaimed leases and lost state run only then. The
+	// in-memory backend keeps its state in the process; its
 	// restart is the send log's, and a lost reservation there is a
 	// programming error, not a crash.
 	Shared bool
@@ -80,11 +84,6 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"Restart", true, testRestart},
 		{"LeaseReclaim", true, testLeaseReclaim},
 		{"LostStateRebuilt", true, testLostState},
-		{"CommitsGatheredFarFromLimits", true, testGathered},
-		{"CommitsAtOnceNearLimits", true, testNearLimit},
-		{"Spares", true, testSpares},
-		{"SparesKeepThePromise", true, testSparesKeepThePromise},
-		{"SparesOfADeadServer", true, testSparesOfADeadServer},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package throttle
+package shared
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/clock"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // DefaultSettleDelay is how long commits and releases far from every limit
@@ -40,7 +41,7 @@ const retryEvery = time.Second
 // Its goroutine is started by newGatherer and stopped by close, which
 // sends what is pending first.
 type gatherer struct {
-	d      Driver
+	d      throttledriver.Driver
 	clock  clock.Clock
 	delay  time.Duration
 	logger *slog.Logger
@@ -58,13 +59,13 @@ type gatherer struct {
 // taken yet: waiting, or in transit (sending) in a call under way, which
 // this server's reads still count as the backend will.
 type held struct {
-	s  Settlement
+	s  throttledriver.Settlement
 	at time.Duration
 	// call is the flush call carrying it, 0 while it waits.
 	call uint64
 }
 
-func newGatherer(d Driver, c clock.Clock, delay time.Duration, logger *slog.Logger) *gatherer {
+func newGatherer(d throttledriver.Driver, c clock.Clock, delay time.Duration, logger *slog.Logger) *gatherer {
 	if delay == 0 {
 		delay = DefaultSettleDelay
 	}
@@ -76,7 +77,7 @@ func newGatherer(d Driver, c clock.Clock, delay time.Duration, logger *slog.Logg
 
 // add holds s, made at at, and sends everything held at once if now is
 // set (near a limit), else within the delay.
-func (g *gatherer) add(ctx context.Context, s Settlement, at time.Duration, now bool) error {
+func (g *gatherer) add(ctx context.Context, s throttledriver.Settlement, at time.Duration, now bool) error {
 	g.mu.Lock()
 	g.pending = append(g.pending, &held{s: s, at: at})
 	g.mu.Unlock()
@@ -150,7 +151,7 @@ func (g *gatherer) flush(ctx context.Context) error {
 		return nil
 	}
 	now := g.clock.Mono()
-	out := make([]Settlement, len(batch))
+	out := make([]throttledriver.Settlement, len(batch))
 	for i, h := range batch {
 		out[i] = h.s
 		out[i].Age = max(now-h.at, 0)

@@ -1,4 +1,4 @@
-package throttletest
+package shared_test
 
 import (
 	"context"
@@ -7,81 +7,13 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttletest"
 )
-
-func testRestart(t *testing.T, b Backend) {
-	lim := throttle.Limits{PerMinute: 3}
-	first := newThrottle(b, lim, lim)
-	commit(t, reserve(t, first, "a"))
-	commit(t, reserve(t, first, "a"))
-	reserve(t, first, "a") // in flight when the server stops
-	stop(t, first)
-	second := newThrottle(b, lim, lim)
-	if st := state(t, second, "a"); st.PerMinute.Used != 2 || st.PerMinute.InFlight != 1 {
-		t.Fatalf("a new instance sees %+v, want used 2, in flight 1", st.PerMinute)
-	}
-	refused(t, second, "", gMinute)
-}
-
-func testLeaseReclaim(t *testing.T, b Backend) {
-	th := newThrottle(b, throttle.Limits{PerMinute: 1}, throttle.Limits{PerMinute: 1})
-	reserve(t, th, "a") // its server dies: never committed nor released
-	b.Advance(lease - time.Second)
-	refused(t, th, "", gMinute)
-	if st := state(t, th, ""); st.PerMinute.InFlight != 1 {
-		t.Fatalf("before its lease ends: %+v, want 1 in flight", st.PerMinute)
-	}
-	// Past the lease: it may have gone out at its deadline, so it counts
-	// from then, for a whole window.
-	b.Advance(b.Margin + 2*time.Second)
-	refused(t, th, "", gMinute)
-	refused(t, th, "a", gMinute, iMinute)
-	if st := state(t, th, ""); st.PerMinute.InFlight != 0 || st.PerMinute.Used != 1 {
-		t.Fatalf("after its lease: %+v, want counted (used 1), not in flight", st.PerMinute)
-	}
-	b.Advance(58 * time.Second) // deadline + 59 s
-	refused(t, th, "", gMinute)
-	b.Advance(3 * time.Second) // deadline + 62 s
-	commit(t, reserve(t, th, "a"))
-}
-
-// testLostState: a backend whose state vanished (a flushed Redis) admits
-// nothing until it is rebuilt from the durable send record, whatever
-// server finds it lost first.
-func testLostState(t *testing.T, b Backend) {
-	now := time.Now()
-	rec := throttle.Record{
-		Sent:    []throttle.Sent{{Inbox: "a", At: now.Add(-10 * time.Second)}, {Inbox: "a", At: now.Add(-5 * time.Second)}},
-		Pending: []throttle.Pending{{Inbox: "b", Deadline: now.Add(time.Minute)}},
-	}
-	rebuilds := 0
-	o := Options{Global: throttle.Limits{PerMinute: 3}, Inbox: throttle.Limits{PerMinute: 2},
-		Rebuild: func(context.Context) (throttle.Record, error) { rebuilds++; return rec, nil }}
-	before := b.New(o)
-	commit(t, reserve(t, before, "c"))
-	stop(t, before) // its commit reaches the backend before the loss
-	th := b.New(o)
-	b.Lose()
-	refused(t, th, "a", gMinute, iMinute)
-	if rebuilds != 1 {
-		t.Fatalf("rebuilt %d times, want once", rebuilds)
-	}
-	st, err := th.State(ctx, "a", throttle.Override{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := st.Global.PerMinute; g.Used != 2 || g.InFlight != 1 {
-		t.Fatalf("global after the rebuild %+v, want the record's 2 sends and 1 in flight", g)
-	}
-	if i := st.Inbox.PerMinute; i.Used != 2 || i.InFlight != 0 {
-		t.Fatalf("inbox a after the rebuild %+v, want its 2 sends", i)
-	}
-}
 
 // testGathered: far from every limit a server gathers its commits, and
 // each counts at the moment it was made; its own reads count them already.
-func testGathered(t *testing.T, b Backend) {
-	o := Options{Global: throttle.Limits{PerMinute: 10}, SettleDelay: time.Hour}
+func testGathered(t *testing.T, b throttletest.Backend) {
+	o := throttletest.Options{Global: throttle.Limits{PerMinute: 10}, SettleDelay: time.Hour}
 	th, other := b.New(o), b.New(o)
 	for range 3 {
 		commit(t, reserve(t, th, ""))
@@ -105,8 +37,8 @@ func testGathered(t *testing.T, b Backend) {
 
 // testNearLimit: near a limit (80%) a commit goes at once, with whatever
 // was gathered; so does every commit for a while after a refusal.
-func testNearLimit(t *testing.T, b Backend) {
-	o := Options{Global: throttle.Limits{PerMinute: 10}, Inbox: throttle.Limits{PerMinute: 100}, SettleDelay: time.Hour}
+func testNearLimit(t *testing.T, b throttletest.Backend) {
+	o := throttletest.Options{Global: throttle.Limits{PerMinute: 10}, Inbox: throttle.Limits{PerMinute: 100}, SettleDelay: time.Hour}
 	th, other := b.New(o), b.New(o)
 	for range 7 {
 		commit(t, reserve(t, th, ""))
@@ -119,7 +51,7 @@ func testNearLimit(t *testing.T, b Backend) {
 		t.Fatalf("after an admission at 80%% another server sees %+v, want used 8", st.PerMinute)
 	}
 
-	hot := b.New(Options{Global: throttle.Limits{PerMinute: 100}, Inbox: throttle.Limits{PerMinute: 1},
+	hot := b.New(throttletest.Options{Global: throttle.Limits{PerMinute: 100}, Inbox: throttle.Limits{PerMinute: 1},
 		SettleDelay: time.Hour})
 	commit(t, reserve(t, hot, "x"))
 	refused(t, hot, "x", iMinute)
@@ -134,8 +66,8 @@ func testNearLimit(t *testing.T, b Backend) {
 // Every server sees the room they hold as in flight, the server itself does
 // not, and what it has not used within a second goes back: once it stops,
 // the others see its sends and nothing else.
-func testSpares(t *testing.T, b Backend) {
-	o := Options{Global: throttle.Limits{PerMinute: 100000}, SettleDelay: time.Hour}
+func testSpares(t *testing.T, b throttletest.Backend) {
+	o := throttletest.Options{Global: throttle.Limits{PerMinute: 100000}, SettleDelay: time.Hour}
 	th, other := b.New(o), b.New(o)
 	commit(t, reserve(t, th, "")) // learns the room
 	commit(t, reserve(t, th, "")) // takes spares with it
@@ -180,9 +112,9 @@ func testSpares(t *testing.T, b Backend) {
 // gives up after 2 s), it may have applied what it timed out on, and a
 // commit sent again counts twice: then the third server must see at least
 // the sends admitted, the safe side.
-func testSparesKeepThePromise(t *testing.T, b Backend) {
+func testSparesKeepThePromise(t *testing.T, b throttletest.Backend) {
 	const limit, n = 2000, 1200
-	o := Options{Global: throttle.Limits{PerMinute: limit}, Inbox: throttle.Limits{PerMinute: limit / 2}}
+	o := throttletest.Options{Global: throttle.Limits{PerMinute: limit}, Inbox: throttle.Limits{PerMinute: limit / 2}}
 	a, c := b.New(o), b.New(o)
 	var total, timedOut int
 	for range 2 { // the second round finds room learned and spares taken
@@ -227,9 +159,9 @@ func testSparesKeepThePromise(t *testing.T, b Backend) {
 // testSparesOfADeadServer: a server that dies holding spare slots has each
 // counted as a send at the block's deadline, in the global windows and its
 // inbox's, as any reservation of a crashed server: never lost, never less.
-func testSparesOfADeadServer(t *testing.T, b Backend) {
+func testSparesOfADeadServer(t *testing.T, b throttletest.Backend) {
 	lim := throttle.Limits{PerMinute: 100000}
-	o := Options{Global: lim, Inbox: lim, SettleDelay: time.Hour} // what it holds never leaves it
+	o := throttletest.Options{Global: lim, Inbox: lim, SettleDelay: time.Hour} // what it holds never leaves it
 	dead, other := b.New(o), b.New(o)
 	commit(t, reserve(t, dead, "a")) // learns the room
 	commit(t, reserve(t, dead, "a")) // takes spares with it

@@ -1,4 +1,4 @@
-package throttle
+package shared
 
 import (
 	"cmp"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // defaultMaxBatch bounds the admissions one call to the backend makes.
@@ -31,14 +34,14 @@ const (
 
 // asking is one Reserve waiting for its batch.
 type asking struct {
-	ask   Ask
+	ask   throttledriver.Ask
 	state atomic.Int32
 	done  chan askResult // buffered: the batch never waits for a caller
 }
 
 type askResult struct {
-	ticket  *sharedTicket
-	refusal *RateLimitedError
+	ticket  *ticket
+	refusal *throttle.RateLimitedError
 	err     error
 }
 
@@ -60,7 +63,7 @@ func (a *admissions) close() {
 }
 
 // admit queues ask and waits for its answer, or for ctx.
-func (s *Shared) admit(ctx context.Context, ask Ask) (askResult, error) {
+func (s *Throttle) admit(ctx context.Context, ask throttledriver.Ask) (askResult, error) {
 	p := &asking{ask: ask, done: make(chan askResult, 1)}
 	a := &s.adm
 	a.mu.Lock()
@@ -91,7 +94,7 @@ func (s *Shared) admit(ctx context.Context, ask Ask) (askResult, error) {
 }
 
 // sendBatches sends batches until the queue is empty.
-func (s *Shared) sendBatches() {
+func (s *Throttle) sendBatches() {
 	a := &s.adm
 	defer a.idle.Done()
 	for {
@@ -117,10 +120,10 @@ func (s *Shared) sendBatches() {
 
 // sendBatch admits one batch and answers each of its callers. It asks for
 // a block of spare slots of each kind of send in it too (see spares).
-func (s *Shared) sendBatch(batch []*asking) {
+func (s *Throttle) sendBatch(batch []*asking) {
 	global := s.limits.Load()[0]
 	type entry struct {
-		ask Ask
+		ask throttledriver.Ask
 		p   *asking // nil for a spare
 	}
 	type kind struct {
@@ -136,7 +139,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 	}
 	for k, c := range kinds {
 		if n := s.spares.want(k, c.callers); n > 0 {
-			entries = append(entries, entry{ask: Ask{Inbox: k.inbox, Limits: k.limits, Lease: c.longest + spareHold, N: n}})
+			entries = append(entries, entry{ask: throttledriver.Ask{Inbox: k.inbox, Limits: k.limits, Lease: c.longest + spareHold, N: n}})
 		}
 	}
 	// An inbox's asks together, its callers' before its spares: the
@@ -149,7 +152,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 		}
 		return cmp.Compare(boolInt(a.p == nil), boolInt(b.p == nil))
 	})
-	asks := make([]Ask, len(entries))
+	asks := make([]throttledriver.Ask, len(entries))
 	for i, e := range entries {
 		asks[i] = e.ask
 	}
@@ -157,7 +160,7 @@ func (s *Shared) sendBatch(batch []*asking) {
 	defer cancel()
 	asked := s.clock.Mono()
 	b, err := s.d.Reserve(ctx, global, asks)
-	if errors.Is(err, ErrStateLost) {
+	if errors.Is(err, throttledriver.ErrStateLost) {
 		if err = s.recover(ctx, err); err == nil {
 			b, err = s.d.Reserve(ctx, global, asks)
 		}
@@ -213,7 +216,7 @@ func boolInt(b bool) int {
 
 // answer hands res to p's caller, or, if it gave up, releases what was
 // admitted for it.
-func (s *Shared) answer(p *asking, res askResult) {
+func (s *Throttle) answer(p *asking, res askResult) {
 	if p.state.CompareAndSwap(waiting, answered) {
 		p.done <- res
 		return
@@ -226,10 +229,10 @@ func (s *Shared) answer(p *asking, res askResult) {
 // view is a batch's raw state, shared by its tickets: what the backend
 // read, and what it admitted in order.
 type view struct {
-	raw      *Raw
-	asks     []Ask
-	verdicts []Verdict
-	global   Limits
+	raw      *throttledriver.Raw
+	asks     []throttledriver.Ask
+	verdicts []throttledriver.Verdict
+	global   throttle.Limits
 	readAt   time.Duration // local mono when the backend answered
 }
 
@@ -237,52 +240,48 @@ type view struct {
 // numbers come from it, and a verdict the window rule does not reach on
 // the same state is ErrDisagree (a reservation it made is given back). hot
 // reports a refusal or an admission near a limit.
-func (v *view) judge(s *Shared) (results []askResult, hot bool) {
+func (v *view) judge(s *Throttle) (results []askResult, hot bool) {
 	now := v.raw.Now
 	results = make([]askResult, len(v.asks))
-	g := v.raw.Global.scope(now, v.global, nil)
+	g := tally(&v.raw.Global, now, v.global, nil)
 	var (
-		in      *scope
+		in      *throttle.Tally
 		inboxOf string
 	)
 	for k, ask := range v.asks {
 		if ask.Inbox == "" {
 			in = nil
 		} else if in == nil || ask.Inbox != inboxOf {
-			in, inboxOf = v.raw.Inbox[ask.Inbox].scope(now, ask.Limits, nil), ask.Inbox
+			in, inboxOf = tally(v.raw.Inbox[ask.Inbox], now, ask.Limits, nil), ask.Inbox
 		} else {
-			in.setLimits(ask.Limits) // a PATCH may have changed them between two asks
+			in.SetLimits(ask.Limits) // a PATCH may have changed them between two asks
 		}
 		n := ask.Slots()
-		full := [2][2]bool{g.lacks(n)}
-		if in != nil {
-			full[1] = in.lacks(n)
-		}
-		refused, verdict := full != [2][2]bool{}, v.verdicts[k]
+		refused, verdict := g.Lacks(n) || in != nil && in.Lacks(n), v.verdicts[k]
 		switch {
 		case refused && !verdict.Admitted:
 			if n == 1 { // a block of spares refused is no one's refusal
-				results[k].refusal = refusal(now, g, in, full)
+				results[k].refusal = throttle.Refusal(now, g, in)
 			}
 			hot = true
 		case !refused && verdict.Admitted:
-			g.flight(now+int64(ask.Lease), n, nil, now)
+			applyFlight(g, now+int64(ask.Lease), n, nil, now)
 			if in != nil {
-				in.flight(now+int64(ask.Lease), n, nil, now)
+				applyFlight(in, now+int64(ask.Lease), n, nil, now)
 			}
-			results[k].ticket = &sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
+			results[k].ticket = &ticket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
 			hot = hot || results[k].ticket.near
 		default:
 			if verdict.Admitted {
-				g.flight(now+int64(ask.Lease), n, nil, now) // as the backend has it
+				applyFlight(g, now+int64(ask.Lease), n, nil, now) // as the backend has it
 				if in != nil {
-					in.flight(now+int64(ask.Lease), n, nil, now)
+					applyFlight(in, now+int64(ask.Lease), n, nil, now)
 				}
 				for range n {
-					(&sharedTicket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
+					(&ticket{s: s, v: v, k: k, id: verdict.ID, near: true}).Release(context.Background())
 				}
 			}
-			results[k].err = ErrDisagree
+			results[k].err = throttle.ErrDisagree
 		}
 		if k == len(v.asks)-1 || v.asks[k+1].Inbox != ask.Inbox {
 			s.spares.learned(spareKey{inbox: ask.Inbox, limits: ask.Limits, global: v.global}, roomLeft(g, in))
@@ -295,13 +294,13 @@ func (v *view) judge(s *Shared) (results []askResult, hot bool) {
 // server's clock, with one slot of k counted then (counted) or given back,
 // and this server's commits and releases made since counted as what they
 // are (mine, given the backend time it was taken at).
-func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snapshot {
+func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) throttle.Snapshot {
 	t := v.at(mono)
 	ask := v.asks[k]
-	g := v.raw.Global.scope(t, v.global, m)
-	var in *scope
+	g := tally(&v.raw.Global, t, v.global, m)
+	var in *throttle.Tally
 	if ask.Inbox != "" {
-		in = v.raw.Inbox[ask.Inbox].scope(t, ask.Limits, m)
+		in = tally(v.raw.Inbox[ask.Inbox], t, ask.Limits, m)
 	}
 	for j := range k + 1 {
 		if !v.verdicts[j].Admitted {
@@ -312,20 +311,20 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snaps
 			n-- // the other slots of k's block; k itself is counted below
 		}
 		deadline, id := v.raw.Now+int64(v.asks[j].Lease), v.verdicts[j].ID
-		g.flight(deadline, n, m[id], t)
+		applyFlight(g, deadline, n, m[id], t)
 		if in != nil && v.asks[j].Inbox == ask.Inbox {
-			in.flight(deadline, n, m[id], t)
+			applyFlight(in, deadline, n, m[id], t)
 		}
 	}
 	if counted {
-		g.count(t)
+		g.CountAt(t, t)
 		if in != nil {
-			in.count(t)
+			in.CountAt(t, t)
 		}
 	}
-	snap := Snapshot{Global: g.state(t, Global)}
+	snap := throttle.Snapshot{Global: g.State(t, throttle.Global)}
 	if in != nil {
-		snap.Inbox, snap.HasInbox = in.state(t, Inbox), true
+		snap.Inbox, snap.HasInbox = in.State(t, throttle.Inbox), true
 	}
 	return snap
 }
@@ -333,28 +332,28 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) Snaps
 // at maps mono, on this server's clock, to the backend's clock.
 func (v *view) at(mono time.Duration) int64 { return v.raw.Now + int64(max(mono-v.readAt, 0)) }
 
-// sharedTicket is one admission of a batch.
-type sharedTicket struct {
-	s    *Shared
+// ticket is one admission of a batch.
+type ticket struct {
+	s    *Throttle
 	v    *view
 	k    int
 	id   int64
 	near bool // its admission left a window at 80% or more
 }
 
-// Commit implements Ticket: counted at the moment of the call, gathered
+// Commit implements throttle.Ticket: counted at the moment of the call, gathered
 // with others or sent at once (see gatherer).
-func (t *sharedTicket) Commit(ctx context.Context) (Snapshot, error) { return t.settle(ctx, true) }
+func (t *ticket) Commit(ctx context.Context) (throttle.Snapshot, error) { return t.settle(ctx, true) }
 
-// Release implements Ticket.
-func (t *sharedTicket) Release(ctx context.Context) (Snapshot, error) { return t.settle(ctx, false) }
+// Release implements throttle.Ticket.
+func (t *ticket) Release(ctx context.Context) (throttle.Snapshot, error) { return t.settle(ctx, false) }
 
-func (t *sharedTicket) settle(ctx context.Context, commit bool) (Snapshot, error) {
+func (t *ticket) settle(ctx context.Context, commit bool) (throttle.Snapshot, error) {
 	at := t.s.clock.Mono()
 	ask := t.v.asks[t.k]
 	// What this server holds now, before this settlement may send it all.
 	mine := t.s.mine(t.v.at(at), at)
-	err := t.s.gather.add(ctx, Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
+	err := t.s.gather.add(ctx, throttledriver.Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
 		at, t.near || t.s.hot())
 	snap := t.v.snapshot(t.k, at, commit, mine)
 	if err != nil {

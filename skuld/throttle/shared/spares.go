@@ -1,9 +1,12 @@
-package throttle
+package shared
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // Spare admissions take the backend's round trip off most sends far from
@@ -34,24 +37,24 @@ const (
 // an inbox's limits, or new global ones, applies from the next send on.
 type spareKey struct {
 	inbox  string
-	limits Limits // the inbox's
-	global Limits
+	limits throttle.Limits // the inbox's
+	global throttle.Limits
 }
 
 // block is a spare admission of several slots: one reservation in the
 // backend, handed out a slot at a time.
 type block struct {
-	t     *sharedTicket // the admission: its view, its ask and its reservation
+	t     *ticket       // the admission: its view, its ask and its reservation
 	left  int           // slots not handed out yet
 	lease time.Duration // margin and spareHold included
 	asked time.Duration // local mono when the call that made it was sent
 }
 
-// spares holds a Shared throttle's spare admissions, and the room each kind
+// spares holds a shared throttle's spare admissions, and the room each kind
 // of send had at its last call. Its goroutine gives back the slots not
 // used within spareHold; started by newSpares, stopped by close.
 type spares struct {
-	s *Shared
+	s *Throttle
 
 	mu    sync.Mutex
 	held  map[spareKey][]*block
@@ -63,7 +66,7 @@ type spares struct {
 	done chan struct{}
 }
 
-func newSpares(s *Shared) *spares {
+func newSpares(s *Throttle) *spares {
 	p := &spares{s: s, held: map[spareKey][]*block{}, rooms: map[spareKey]int{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
@@ -121,7 +124,7 @@ func (p *spares) keep(k spareKey, b *block) bool {
 
 // take returns a slot of kind k for a send whose lease (margin included)
 // is lease, or nil. Blocks of k too old to use are given back.
-func (p *spares) take(k spareKey, lease time.Duration) *sharedTicket {
+func (p *spares) take(k spareKey, lease time.Duration) *ticket {
 	now := p.s.clock.Mono()
 	p.mu.Lock()
 	list := p.held[k]
@@ -130,10 +133,10 @@ func (p *spares) take(k spareKey, lease time.Duration) *sharedTicket {
 		stale = append(stale, list[0])
 		list = list[1:]
 	}
-	var t *sharedTicket
+	var t *ticket
 	if len(list) > 0 && lease+now-list[0].asked <= list[0].lease {
 		b := list[0]
-		t = &sharedTicket{s: b.t.s, v: b.t.v, k: b.t.k, id: b.t.id, near: b.t.near}
+		t = &ticket{s: b.t.s, v: b.t.v, k: b.t.k, id: b.t.id, near: b.t.near}
 		b.left--
 		if b.left == 0 {
 			list = list[1:]
@@ -203,7 +206,7 @@ func (p *spares) takeAll(stale func(*block) bool) []*block {
 func (p *spares) give(blocks []*block) {
 	for _, b := range blocks {
 		ask := b.t.v.asks[b.t.k]
-		s := Settlement{ID: b.t.id, Inbox: ask.Inbox, Lease: ask.Lease}
+		s := throttledriver.Settlement{ID: b.t.id, Inbox: ask.Inbox, Lease: ask.Lease}
 		for range b.left {
 			_ = p.s.gather.add(context.Background(), s, p.s.clock.Mono(), false)
 		}
@@ -252,21 +255,4 @@ func (p *spares) close() {
 	p.off = true
 	p.mu.Unlock()
 	p.drain() // Close flushes the gatherer next
-}
-
-// roomLeft is the least room of the limited windows of g and in (nil for
-// none), or -1 if none is limited.
-func roomLeft(g, in *scope) int {
-	room := -1
-	for _, s := range [2]*scope{g, in} {
-		if s == nil {
-			continue
-		}
-		for _, r := range [2]*ring{&s.minute, &s.hour} {
-			if r.limit > 0 && (room < 0 || r.limit-r.counted() < room) {
-				room = max(r.limit-r.counted(), 0)
-			}
-		}
-	}
-	return room
 }

@@ -1,4 +1,10 @@
-package throttle
+// Package shared is the throttle.Throttle several servers share: one
+// implementation over a throttledriver.Driver, which keeps the raw state in
+// PostgreSQL (package pgthrottle) or Redis (package redisthrottle), so that
+// both backends behave alike. The window rule, Retry-After and the headers
+// come from package throttle's Tally, the limiter's own code; batching,
+// gathering, spares and recovery are this package's.
+package shared
 
 import (
 	"context"
@@ -10,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/clock"
+	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // DefaultLeaseMargin is added to a send's lease before a shared backend
@@ -17,9 +25,9 @@ import (
 // the backend on its own, and the two may drift apart a little.
 const DefaultLeaseMargin = 5 * time.Second
 
-// SharedOptions configures a Shared throttle.
-type SharedOptions struct {
-	Global, Inbox Limits // the global limits and the inbox defaults
+// Options configures a Throttle.
+type Options struct {
+	Global, Inbox throttle.Limits // the global limits and the inbox defaults
 	// Clock is this server's clock: the age of a gathered commit and the
 	// hot rule are measured on its monotonic axis. Nil: the system clock.
 	Clock       clock.Clock
@@ -35,11 +43,11 @@ type SharedOptions struct {
 	MaxBatch int
 	// Rebuild reads the durable send record a lost state is rebuilt from
 	// (the database's send_log). Nil: a lost state is rebuilt empty.
-	Rebuild func(context.Context) (Record, error)
+	Rebuild func(context.Context) (throttledriver.Record, error)
 	Logger  *slog.Logger
 }
 
-// Shared is a Throttle whose windows live in a backend that several
+// Throttle is a throttle.Throttle whose windows live in a backend that several
 // servers share, through a Driver. Every backend gets the same behaviour:
 //
 //   - Admissions are batched: while one call to the backend is on its
@@ -61,13 +69,13 @@ type SharedOptions struct {
 // Its background work (the gatherer's and the spares' goroutines, a running
 // batch) belongs to it: Close sends what is pending and stops it. It is
 // safe for concurrent use, by goroutines and by servers.
-type Shared struct {
-	d       Driver
+type Throttle struct {
+	d       throttledriver.Driver
 	clock   clock.Clock
 	margin  time.Duration
-	rebuild func(context.Context) (Record, error)
+	rebuild func(context.Context) (throttledriver.Record, error)
 	logger  *slog.Logger
-	limits  atomic.Pointer[[2]Limits] // global, inbox default
+	limits  atomic.Pointer[[2]throttle.Limits] // global, inbox default
 
 	adm      admissions
 	maxBatch int
@@ -81,9 +89,9 @@ type Shared struct {
 	closeErr   error
 }
 
-// NewShared returns a Shared throttle over d and starts its background
+// New returns a shared throttle over d and starts its background
 // work; Close stops it.
-func NewShared(d Driver, o SharedOptions) *Shared {
+func New(d throttledriver.Driver, o Options) *Throttle {
 	mustNotBeNegative(o.Global)
 	mustNotBeNegative(o.Inbox)
 	if o.Clock == nil {
@@ -96,37 +104,37 @@ func NewShared(d Driver, o SharedOptions) *Shared {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Rebuild == nil {
-		o.Rebuild = func(context.Context) (Record, error) { return Record{}, nil }
+		o.Rebuild = func(context.Context) (throttledriver.Record, error) { return throttledriver.Record{}, nil }
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = defaultMaxBatch
 	}
-	s := &Shared{d: d, clock: o.Clock, margin: o.LeaseMargin, rebuild: o.Rebuild, logger: o.Logger,
+	s := &Throttle{d: d, clock: o.Clock, margin: o.LeaseMargin, rebuild: o.Rebuild, logger: o.Logger,
 		maxBatch: o.MaxBatch}
-	s.limits.Store(&[2]Limits{o.Global, o.Inbox})
+	s.limits.Store(&[2]throttle.Limits{o.Global, o.Inbox})
 	s.gather = newGatherer(d, o.Clock, o.SettleDelay, o.Logger)
 	s.spares = newSpares(s)
 	return s
 }
 
 // Backend names the driver's backend, "postgres" or "redis".
-func (s *Shared) Backend() string { return s.d.Name() }
+func (s *Throttle) Backend() string { return s.d.Name() }
 
 // SetLimits changes the global limits and the inbox defaults from the next
 // admission on.
-func (s *Shared) SetLimits(global, inboxDefault Limits) {
+func (s *Throttle) SetLimits(global, inboxDefault throttle.Limits) {
 	mustNotBeNegative(global)
 	mustNotBeNegative(inboxDefault)
-	s.limits.Store(&[2]Limits{global, inboxDefault})
+	s.limits.Store(&[2]throttle.Limits{global, inboxDefault})
 	s.spares.drain()
 }
 
-// Reserve implements Throttle.
-func (s *Shared) Reserve(ctx context.Context, r Request) (Ticket, error) {
+// Reserve implements throttle.Throttle.
+func (s *Throttle) Reserve(ctx context.Context, r throttle.Request) (throttle.Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ask := Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
+	ask := throttledriver.Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
 	if r.Inbox != "" {
 		ask.Limits = r.Override.Apply(s.limits.Load()[1])
 	}
@@ -143,26 +151,26 @@ func (s *Shared) Reserve(ctx context.Context, r Request) (Ticket, error) {
 	return res.ticket, nil
 }
 
-// State implements Throttle. This server's commits and releases that are
+// State implements throttle.Throttle. This server's commits and releases that are
 // still gathered count as what they are, as they will once sent.
-func (s *Shared) State(ctx context.Context, inbox string, o Override) (Snapshot, error) {
+func (s *Throttle) State(ctx context.Context, inbox string, o throttle.Override) (throttle.Snapshot, error) {
 	raw, err := s.read(ctx, inbox)
 	if err != nil {
-		return Snapshot{}, err
+		return throttle.Snapshot{}, err
 	}
 	mine := s.mine(raw.Now, s.clock.Mono())
 	lim := s.limits.Load()
-	snap := Snapshot{Global: raw.Global.scope(raw.Now, lim[0], mine).state(raw.Now, Global)}
+	snap := throttle.Snapshot{Global: tally(&raw.Global, raw.Now, lim[0], mine).State(raw.Now, throttle.Global)}
 	if inbox != "" {
 		snap.HasInbox = true
-		snap.Inbox = raw.Inbox[inbox].scope(raw.Now, o.Apply(lim[1]), mine).state(raw.Now, Inbox)
+		snap.Inbox = tally(raw.Inbox[inbox], raw.Now, o.Apply(lim[1]), mine).State(raw.Now, throttle.Inbox)
 	}
 	return snap, nil
 }
 
-func (s *Shared) read(ctx context.Context, inbox string) (*Raw, error) {
+func (s *Throttle) read(ctx context.Context, inbox string) (*throttledriver.Raw, error) {
 	raw, err := s.d.Read(ctx, inbox)
-	if errors.Is(err, ErrStateLost) {
+	if errors.Is(err, throttledriver.ErrStateLost) {
 		if err = s.recover(ctx, err); err == nil {
 			raw, err = s.d.Read(ctx, inbox)
 		}
@@ -177,18 +185,18 @@ func (s *Shared) read(ctx context.Context, inbox string) (*Raw, error) {
 	return raw, nil
 }
 
-func (s *Shared) unavailable(err error) error {
-	var ue *UnavailableError
+func (s *Throttle) unavailable(err error) error {
+	var ue *throttle.UnavailableError
 	if errors.As(err, &ue) {
 		return err
 	}
-	return &UnavailableError{Backend: s.d.Name(), Err: err}
+	return &throttle.UnavailableError{Backend: s.d.Name(), Err: err}
 }
 
 // recover rebuilds a lost state (lost, the driver's error) from the
 // durable send record. Several servers may find it lost at once; the
 // backend lets one of them write it, and that one logs it.
-func (s *Shared) recover(ctx context.Context, lost error) error {
+func (s *Throttle) recover(ctx context.Context, lost error) error {
 	s.spares.drain() // their reservations are gone with the state
 	s.recovering.Lock()
 	defer s.recovering.Unlock()
@@ -202,7 +210,7 @@ func (s *Shared) recover(ctx context.Context, lost error) error {
 	}
 	attrs := []any{slog.String("backend", s.d.Name()), slog.Int("sends", len(rec.Sent)),
 		slog.Int("in_flight", len(rec.Pending))}
-	var part *IncompleteError
+	var part *throttledriver.IncompleteError
 	switch {
 	case errors.As(lost, &part):
 		s.logger.WarnContext(ctx, "throttle state incomplete in the backend (missing "+part.Part+": deleted, "+
@@ -224,7 +232,7 @@ func (s *Shared) recover(ctx context.Context, lost error) error {
 // when the servers switch to this backend from another: the sends counted
 // elsewhere in the last hour count here too. Call it only while no other
 // server uses the backend.
-func (s *Shared) Rebuild(ctx context.Context) error {
+func (s *Throttle) Rebuild(ctx context.Context) error {
 	s.recovering.Lock()
 	defer s.recovering.Unlock()
 	rec, err := s.rebuild(ctx)
@@ -239,11 +247,11 @@ func (s *Shared) Rebuild(ctx context.Context) error {
 	return nil
 }
 
-// Close implements Throttle: it waits for the batch under way, sends the
+// Close implements throttle.Throttle: it waits for the batch under way, sends the
 // gathered commits and releases, and stops the background work. New
 // admissions are refused as unavailable. A commit it cannot send leaves
 // its reservation to be counted at its deadline, as after a crash.
-func (s *Shared) Close(ctx context.Context) error {
+func (s *Throttle) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.adm.close()
 		s.spares.close()
@@ -256,15 +264,23 @@ func (s *Shared) Close(ctx context.Context) error {
 
 // hot reports a refusal, or an admission near a limit, in the last hotFor:
 // commits and releases go at once meanwhile.
-func (s *Shared) hot() bool { return int64(s.clock.Mono()) < s.hotUntil.Load() }
+func (s *Throttle) hot() bool { return int64(s.clock.Mono()) < s.hotUntil.Load() }
 
-func (s *Shared) heat() {
+func (s *Throttle) heat() {
 	s.hotUntil.Store(int64(s.clock.Mono() + hotFor))
 	s.spares.drain()
 }
 
 // mine is what this server holds that the backend does not know yet, by
 // reservation id (see gatherer.mine), and its spares, as given back.
-func (s *Shared) mine(backendNow int64, mono time.Duration) locals {
+func (s *Throttle) mine(backendNow int64, mono time.Duration) locals {
 	return s.spares.mine(s.gather.mine(backendNow, mono))
+}
+
+// mustNotBeNegative panics on a negative limit, which configuration
+// validation rejects first (as throttle.NewGlobalRateLimiter does).
+func mustNotBeNegative(lim throttle.Limits) {
+	if lim.PerMinute < 0 || lim.PerHour < 0 {
+		panic(fmt.Sprintf("throttle: negative rate limit (per minute %d, per hour %d)", lim.PerMinute, lim.PerHour))
+	}
 }

@@ -1,13 +1,19 @@
-package throttle
+// Package throttledriver is the interface between the shared throttle
+// (package shared) and the backends that keep its state: PostgreSQL
+// (pgthrottle) and Redis (redisthrottle). It holds the Driver contract and
+// its raw types only; drivertest is the conformance suite every driver runs.
+package throttledriver
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/nornweave/nornweave/skuld/throttle"
 )
 
-// A Driver is where a Shared throttle keeps its state: PostgreSQL
-// (pgthrottle) or Redis (redisthrottle). It stores raw state — the sends
+// A Driver is where a shared throttle (shared.Throttle) keeps its state:
+// PostgreSQL (pgthrottle) or Redis (redisthrottle). It stores raw state — the sends
 // counted per bucket (1 s and 1 min buckets) and the reservations in flight
 // with their deadlines — stamped by the backend's own clock, in ns since
 // the Unix epoch, so that every server reads one clock. Each method is one
@@ -20,9 +26,9 @@ import (
 // a reservation past its deadline counts as a send per slot at its
 // deadline). An ask is one send (one slot) or a block of spare admissions
 // (several): admitted whole or refused. It does nothing else: batching,
-// gathering commits, Retry-After, the headers and recovery are Shared's,
-// the same for every driver, and every number is computed from the raw
-// state the driver returns, read in the snapshot that judged.
+// gathering commits, Retry-After, the headers and recovery are the shared
+// throttle's, the same for every driver, and every number is computed from
+// the raw state the driver returns, read in the snapshot that judged.
 type Driver interface {
 	// Name is the backend's name, "postgres" or "redis".
 	Name() string
@@ -36,7 +42,7 @@ type Driver interface {
 	// adjacent. ErrStateLost means the state has vanished, whole or in
 	// part (an *IncompleteError): a driver checks that every part of each
 	// scope it touches is there.
-	Reserve(ctx context.Context, global Limits, asks []Ask) (*Batch, error)
+	Reserve(ctx context.Context, global throttle.Limits, asks []Ask) (*Batch, error)
 	// Settle commits and releases reservations; a state lost or
 	// incomplete takes none (it will be rebuilt from the send record,
 	// which holds them). A commit counts at
@@ -57,8 +63,9 @@ type Driver interface {
 }
 
 // ErrStateLost is a backend whose state has vanished (a Redis flushed, or
-// restarted without persistence; tables emptied by hand). Shared rebuilds
-// it from the durable send record before it admits anything.
+// restarted without persistence; tables emptied by hand). The shared
+// throttle rebuilds it from the durable send record before it admits
+// anything.
 var ErrStateLost = errors.New("throttle: shared state lost")
 
 // IncompleteError is a backend whose state is there only in part: one of
@@ -77,10 +84,10 @@ func (e *IncompleteError) Is(target error) bool { return target == ErrStateLost 
 
 // Ask is one admission as a driver judges it.
 type Ask struct {
-	Inbox  string        // "" for none
-	Limits Limits        // the inbox's limits in force
-	Lease  time.Duration // margin included
-	N      int           // slots: 0 or 1 for one send, more for a block of spares
+	Inbox  string          // "" for none
+	Limits throttle.Limits // the inbox's limits in force
+	Lease  time.Duration   // margin included
+	N      int             // slots: 0 or 1 for one send, more for a block of spares
 }
 
 // Slots is the number of slots a asks for: at least one.

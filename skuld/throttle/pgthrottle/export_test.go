@@ -1,0 +1,10 @@
+package pgthrottle
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
+)
+
+// NewDriver returns the driver alone, for the driver conformance suite.
+func NewDriver(pool *pgxpool.Pool) throttledriver.Driver { return &driver{pool: pool} }

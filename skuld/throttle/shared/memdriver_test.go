@@ -1,0 +1,288 @@
+package shared_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/core/clock"
+	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/skuld/throttle"
+	td "github.com/nornweave/nornweave/skuld/throttle/throttledriver"
+)
+
+// memDriver is a throttledriver.Driver in memory, on a test's clock: the
+// backend Shared's own cases run over. It follows the contract as the real
+// drivers do, which TestMemDriver checks with their suite.
+type memDriver struct {
+	clock clock.Clock // the backend's: Advance moves a *clocktest.Clock
+
+	mu      sync.Mutex
+	present bool
+	missing string // a part found missing: the state is incomplete
+	seq     int64
+	scopes  map[string]*memScope // "" is the global scope
+	// A stall ends when stallReal has passed in real time (the
+	// conformance suite's callers give up on a real clock), or stallMono
+	// on the test's clock, whichever comes first.
+	stallReal time.Time
+	stallMono time.Duration
+	wake      chan struct{} // closed when the test's clock moves
+}
+
+// memScope is one scope's buckets (by width, then index) and flights.
+type memScope struct {
+	buckets [2]map[int64]int // minute (1 s), hour (1 min)
+	flights map[int64]*td.Flight
+}
+
+var widths = [2]int64{int64(time.Second), int64(time.Minute)}
+var spans = [2]int64{int64(time.Minute), int64(time.Hour)}
+
+func newMemDriver(c clock.Clock) *memDriver {
+	return &memDriver{clock: c, scopes: map[string]*memScope{}, wake: make(chan struct{})}
+}
+
+func (d *memDriver) Name() string { return "memory-driver" }
+
+// Advance lets dur pass on the clock, the backend's too.
+func (d *memDriver) Advance(dur time.Duration) {
+	d.clock.(*clocktest.Clock).Advance(dur)
+	d.mu.Lock()
+	close(d.wake)
+	d.wake = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// Stall makes the backend answer nothing for dur, as a slow network does.
+func (d *memDriver) Stall(dur time.Duration) {
+	d.mu.Lock()
+	d.stallReal, d.stallMono = time.Now().Add(dur), d.clock.Mono()+dur
+	d.mu.Unlock()
+}
+
+// Lose makes the whole state vanish.
+func (d *memDriver) Lose(*testing.T) {
+	d.mu.Lock()
+	d.present, d.scopes = false, map[string]*memScope{}
+	d.mu.Unlock()
+}
+
+// LosePart makes a part of the state vanish, as a deleted key: the state
+// is incomplete until restored.
+func (d *memDriver) LosePart(part string) {
+	d.mu.Lock()
+	d.missing = part
+	d.mu.Unlock()
+}
+
+// lock waits out a stall and takes d.mu; it returns the backend's now.
+func (d *memDriver) lock(ctx context.Context) (int64, error) {
+	for {
+		d.mu.Lock()
+		left := time.Until(d.stallReal)
+		if left <= 0 || d.clock.Mono() >= d.stallMono {
+			return d.clock.Now().UnixNano(), nil
+		}
+		wake := d.wake
+		d.mu.Unlock()
+		timer := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return 0, ctx.Err()
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func (d *memDriver) scope(name string) *memScope {
+	s := d.scopes[name]
+	if s == nil {
+		s = &memScope{buckets: [2]map[int64]int{{}, {}}, flights: map[int64]*td.Flight{}}
+		d.scopes[name] = s
+	}
+	return s
+}
+
+func (s *memScope) countAt(at int64) {
+	for i, w := range widths {
+		s.buckets[i][floorDiv(at, w)]++
+	}
+}
+
+// counted is the sends and slots in flight in window i at now.
+func (s *memScope) counted(i int, now int64) int {
+	n, lo := 0, floorDiv(now-spans[i], widths[i])
+	for b, c := range s.buckets[i] {
+		if b >= lo {
+			n += c
+		}
+	}
+	for _, f := range s.flights {
+		n += f.N
+	}
+	return n
+}
+
+func (s *memScope) lacks(lim throttle.Limits, now int64, n int) bool {
+	for i, l := range [2]int{lim.PerMinute, lim.PerHour} {
+		if l > 0 && s.counted(i, now)+n > l {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *memScope) raw(now int64) *td.RawScope {
+	r := &td.RawScope{}
+	for i, dst := range [2]*[]td.Bucket{&r.Minute, &r.Hour} {
+		lo := floorDiv(now-spans[i], widths[i])
+		for _, b := range slices.Sorted(maps.Keys(s.buckets[i])) {
+			if b >= lo {
+				*dst = append(*dst, td.Bucket{Index: b, Sends: s.buckets[i][b]})
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.flights)) {
+		r.Flights = append(r.Flights, *s.flights[id])
+	}
+	return r
+}
+
+func (d *memDriver) Reserve(ctx context.Context, global throttle.Limits, asks []td.Ask) (*td.Batch, error) {
+	now, err := d.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	if !d.present {
+		return nil, td.ErrStateLost
+	}
+	if d.missing != "" {
+		return nil, &td.IncompleteError{Part: d.missing}
+	}
+	for _, s := range d.scopes { // past their deadline: sends at the deadline
+		for id, f := range s.flights {
+			if f.Deadline <= now {
+				for range f.N {
+					s.countAt(f.Deadline)
+				}
+				delete(s.flights, id)
+			}
+		}
+	}
+	g := d.scope("")
+	b := &td.Batch{Raw: td.Raw{Now: now, Global: *g.raw(now), Inbox: map[string]*td.RawScope{}}}
+	for _, a := range asks {
+		n := a.Slots()
+		var in *memScope
+		if a.Inbox != "" {
+			in = d.scope(a.Inbox)
+			if b.Inbox[a.Inbox] == nil {
+				b.Inbox[a.Inbox] = in.raw(now)
+			}
+		}
+		if g.lacks(global, now, n) || in != nil && in.lacks(a.Limits, now, n) {
+			b.Verdicts = append(b.Verdicts, td.Verdict{})
+			continue
+		}
+		d.seq++
+		for _, s := range []*memScope{g, in} {
+			if s != nil {
+				s.flights[d.seq] = &td.Flight{ID: d.seq, Deadline: now + int64(a.Lease), N: n}
+			}
+		}
+		b.Verdicts = append(b.Verdicts, td.Verdict{Admitted: true, ID: d.seq})
+	}
+	return b, nil
+}
+
+func (d *memDriver) Settle(ctx context.Context, ss []td.Settlement) error {
+	now, err := d.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.mu.Unlock()
+	if !d.present || d.missing != "" {
+		return nil // the rebuild counts these from the send record
+	}
+	for _, x := range ss {
+		scopes := []*memScope{d.scope("")}
+		if x.Inbox != "" {
+			scopes = append(scopes, d.scope(x.Inbox))
+		}
+		for _, s := range scopes {
+			if f := s.flights[x.ID]; f != nil {
+				if f.N--; f.N == 0 {
+					delete(s.flights, x.ID)
+				}
+			}
+			if x.Commit {
+				s.countAt(now - int64(x.Age))
+			}
+		}
+	}
+	return nil
+}
+
+func (d *memDriver) Read(ctx context.Context, inbox string) (*td.Raw, error) {
+	now, err := d.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer d.mu.Unlock()
+	if !d.present {
+		return nil, td.ErrStateLost
+	}
+	if d.missing != "" {
+		return nil, &td.IncompleteError{Part: d.missing}
+	}
+	raw := &td.Raw{Now: now, Global: *d.scope("").raw(now), Inbox: map[string]*td.RawScope{}}
+	if inbox != "" {
+		raw.Inbox[inbox] = d.scope(inbox).raw(now)
+	}
+	return raw, nil
+}
+
+func (d *memDriver) Restore(ctx context.Context, rec td.Record, replace bool) (bool, error) {
+	if _, err := d.lock(ctx); err != nil {
+		return false, err
+	}
+	defer d.mu.Unlock()
+	if d.present && d.missing == "" && !replace {
+		return false, nil
+	}
+	d.missing = ""
+	d.scopes = map[string]*memScope{}
+	for _, s := range rec.Sent {
+		d.scope("").countAt(s.At.UnixNano())
+		if s.Inbox != "" {
+			d.scope(s.Inbox).countAt(s.At.UnixNano())
+		}
+	}
+	for _, p := range rec.Pending {
+		d.seq++
+		f := td.Flight{ID: d.seq, Deadline: p.Deadline.UnixNano(), N: 1}
+		d.scope("").flights[d.seq] = &f
+		if p.Inbox != "" {
+			g := f
+			d.scope(p.Inbox).flights[d.seq] = &g
+		}
+	}
+	d.present = true
+	return true, nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
