@@ -107,31 +107,32 @@ func testSpares(t *testing.T, b throttletest.Backend) {
 
 // testSparesKeepThePromise: two servers taking spares, many senders, a
 // limit they reach: never more admitted than the limit, and once both stop
-// a third server sees exactly the sends admitted, nothing held. If the
-// backend timed out on a call meanwhile (a starved machine: the client
-// gives up after 2 s), it may have applied what it timed out on, and a
-// commit sent again counts twice: then the third server must see at least
-// the sends admitted, the safe side.
+// a third server sees exactly the sends admitted, nothing held. (It used
+// to allow more when a call had timed out: the gatherer sent a settlement
+// again, and a commit the backend had applied counted twice. A failed call
+// is not sent again now, and the case runs over the in-memory driver,
+// whose calls do not time out on a starved machine.)
 func testSparesKeepThePromise(t *testing.T, b throttletest.Backend) {
 	const limit, n = 2000, 1200
 	o := throttletest.Options{Global: throttle.Limits{PerMinute: limit}, Inbox: throttle.Limits{PerMinute: limit / 2}}
 	a, c := b.New(o), b.New(o)
-	var total, timedOut int
+	var total int
 	for range 2 { // the second round finds room learned and spares taken
 		var wg sync.WaitGroup
-		var got, down [2]int
+		var got [2]int
 		for i, th := range []throttle.Throttle{a, c} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				var errs []error
 				got[i], errs = hammerThrough(t, th, n/2, func(k int) string { return []string{"", "x"}[k%2] })
-				down[i] = len(errs)
+				if len(errs) > 0 {
+					t.Errorf("%d admissions failed, first: %v", len(errs), errs[0])
+				}
 			}()
 		}
 		wg.Wait()
 		total += got[0] + got[1]
-		timedOut += down[0] + down[1]
 	}
 	if total > limit {
 		t.Fatalf("%d admitted, over the limit of %d", total, limit)
@@ -143,13 +144,8 @@ func testSparesKeepThePromise(t *testing.T, b throttletest.Backend) {
 		t.Fatal(err)
 	}
 	g := st.Global.PerMinute
-	switch {
-	case timedOut == 0 && (g.Used != total || g.InFlight != 0):
+	if g.Used != total || g.InFlight != 0 {
 		t.Fatalf("after both stopped: %+v, want used %d (every send admitted), nothing in flight", g, total)
-	case timedOut > 0 && g.Used+g.InFlight < total:
-		t.Fatalf("after both stopped, %d calls having timed out: %+v, want used and in flight at least %d", timedOut, g, total)
-	case timedOut > 0:
-		t.Logf("%d calls timed out on a starved machine; the third server sees %+v for %d admitted", timedOut, g, total)
 	}
 	if in := st.Inbox.PerMinute; in.Used > limit/2 || in.InFlight != 0 {
 		t.Fatalf("inbox x after both stopped: %+v, want at most %d used, nothing in flight", in, limit/2)

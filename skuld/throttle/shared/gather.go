@@ -19,10 +19,6 @@ const DefaultSettleDelay = 50 * time.Millisecond
 // commit and release goes at once.
 const hotFor = 2 * time.Second
 
-// retryEvery is how often the gatherer tries again to send what a backend
-// that could not be reached did not take.
-const retryEvery = time.Second
-
 // A gatherer holds a shared throttle's commits and releases far from every
 // limit for a few milliseconds and sends them together: one call settles
 // many sends, where one each would cost as much as the admission. Each
@@ -36,7 +32,9 @@ const retryEvery = time.Second
 // finish after the window filled). This server's own reads count what it
 // holds as the backend will (mine). A server killed with commits pending
 // leaves their reservations to be counted at their deadlines, as after any
-// crash.
+// crash, and so does a call the backend failed: it is not sent again, since
+// the backend may have applied it, and a commit applied twice would count
+// twice.
 //
 // Its goroutine is started by newGatherer and stopped by close, which
 // sends what is pending first.
@@ -82,12 +80,7 @@ func (g *gatherer) add(ctx context.Context, s throttledriver.Settlement, at time
 	g.pending = append(g.pending, &held{s: s, at: at})
 	g.mu.Unlock()
 	if now || g.delay < 0 {
-		err := g.flush(ctx)
-		if err == nil {
-			return nil
-		}
-		defer g.signal() // the goroutine tries again
-		return err
+		return g.flush(ctx)
 	}
 	g.signal()
 	return nil
@@ -102,39 +95,31 @@ func (g *gatherer) signal() {
 
 func (g *gatherer) run() {
 	defer close(g.done)
-	wait := g.delay
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-g.wake:
 		}
-		for {
-			select {
-			case <-g.stop:
-				return
-			case <-time.After(wait):
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-			err := g.flush(ctx)
-			cancel()
-			if err == nil {
-				break
-			}
-			// The backend is unreachable: try again soon. The
-			// reservations count meanwhile, and are reclaimed at their
-			// deadlines if this server dies first.
-			g.logger.Warn("throttle backend did not take commits and releases; retrying",
-				slog.String("backend", g.d.Name()), slog.Any("error", err))
-			wait = retryEvery
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(g.delay):
 		}
-		wait = g.delay
+		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		err := g.flush(ctx)
+		cancel()
+		if err != nil {
+			g.logger.Warn("throttle backend did not take commits and releases; their reservations count "+
+				"until their deadlines", slog.String("backend", g.d.Name()), slog.Any("error", err))
+		}
 	}
 }
 
 // flush sends what is held and not already in transit. What a failed call
-// took is held again: the backend may have applied it, and a commit
-// counted twice errs on the safe side.
+// carried is not sent again: the backend may have applied it, and a commit
+// applied twice counts twice. Its reservations count until their
+// deadlines instead, as after a crash: the safe side, and once.
 func (g *gatherer) flush(ctx context.Context) error {
 	g.mu.Lock()
 	g.calls++
@@ -158,15 +143,9 @@ func (g *gatherer) flush(ctx context.Context) error {
 	}
 	err := g.d.Settle(ctx, out)
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err != nil {
-		for _, h := range batch {
-			h.call = 0
-		}
-		return err
-	}
 	g.pending = slices.DeleteFunc(g.pending, func(h *held) bool { return h.call == call })
-	return nil
+	g.mu.Unlock()
+	return err
 }
 
 // mine returns what is held, by reservation id, each with the moment it

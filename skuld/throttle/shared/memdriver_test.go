@@ -2,6 +2,7 @@ package shared_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -23,8 +24,11 @@ type memDriver struct {
 	mu      sync.Mutex
 	present bool
 	missing string // a part found missing: the state is incomplete
-	seq     int64
-	scopes  map[string]*memScope // "" is the global scope
+	// settleFails makes the next settlements apply and then fail, as a
+	// call that timed out after the backend took it.
+	settleFails int
+	seq         int64
+	scopes      map[string]*memScope // "" is the global scope
 	// A stall ends when stallReal has passed in real time (the
 	// conformance suite's callers give up on a real clock), or stallMono
 	// on the test's clock, whichever comes first.
@@ -203,7 +207,7 @@ func (d *memDriver) Reserve(ctx context.Context, global throttle.Limits, asks []
 	return b, nil
 }
 
-func (d *memDriver) Settle(ctx context.Context, ss []td.Settlement) error {
+func (d *memDriver) Settle(ctx context.Context, ss []td.Settlement) (err error) {
 	now, err := d.lock(ctx)
 	if err != nil {
 		return err
@@ -211,6 +215,10 @@ func (d *memDriver) Settle(ctx context.Context, ss []td.Settlement) error {
 	defer d.mu.Unlock()
 	if !d.present || d.missing != "" {
 		return nil // the rebuild counts these from the send record
+	}
+	if d.settleFails > 0 {
+		d.settleFails--
+		defer func() { err = errors.New("memdriver: timed out after applying the settlements") }()
 	}
 	for _, x := range ss {
 		scopes := []*memScope{d.scope("")}

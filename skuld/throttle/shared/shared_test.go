@@ -155,3 +155,32 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestFailedSettlementNotSentAgain: a settlement whose call failed may have
+// been applied (a timeout after the backend took it); sent again, a commit
+// counted twice. It is not sent again: its reservation would count until
+// its deadline had the backend not taken it, the safe side, once.
+func TestFailedSettlementNotSentAgain(t *testing.T) {
+	d := newMemDriver(clocktest.New(time.Now()))
+	d.present = true
+	lim := throttle.Limits{PerMinute: 1000}
+	th := shared.New(d, shared.Options{Global: lim, Clock: d.clock, SettleDelay: -1})
+	other := shared.New(d, shared.Options{Global: lim, Clock: d.clock})
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	tk, err := th.Reserve(ctx, throttle.Request{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	d.settleFails = 1
+	d.mu.Unlock()
+	_, _ = tk.Commit(ctx) // sent at once: its call fails
+	_ = th.Close(ctx)     // sends what is still held
+	st, err := other.State(ctx, "", throttle.Override{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := st.Global.PerMinute; g.Used != 1 {
+		t.Fatalf("another server sees %+v, want the one send counted once", g)
+	}
+}
