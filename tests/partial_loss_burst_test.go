@@ -46,6 +46,8 @@ func (b *lossBurst) run(wg *sync.WaitGroup, post func(i int) int, onCreated func
 	}
 }
 
+// client is one client of the burst, sending until the budget is spent or
+// the burst is over.
 func (b *lossBurst) client(post func(i int) int, onCreated func(ok int)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -114,6 +116,7 @@ func (b *lossBurst) damaged() {
 	b.changed.Broadcast()
 }
 
+// String is the burst's tally, for failure messages.
 func (b *lossBurst) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
