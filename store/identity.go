@@ -13,8 +13,8 @@ import (
 // another throttle (another backend, Redis, prefix, limits, lease or fail
 // policy) beside them is refused at start-up.
 type ThrottleIdentity struct {
-	ID              int `gorm:"primaryKey"` // always 1
-	Backend         string
+	ID      int `gorm:"primaryKey"` // always 1
+	Backend string
 	// BackendIdentity is the identity the backend keeps (redisthrottle.
 	// Identity, pgthrottle.Identity); "" with the in-memory throttle.
 	BackendIdentity string
@@ -60,7 +60,7 @@ func (s *Store) SetThrottleIdentity(ctx context.Context, id ThrottleIdentity) (*
 			"backend": id.Backend, "backend_identity": id.BackendIdentity,
 			"redis_target": id.RedisTarget, "redis_prefix": id.RedisPrefix,
 			"send_timeout_ms": id.SendTimeoutMS, "send_retry_deadline_ms": id.SendRetryDeadlineMS,
-			"throttle_fail": id.ThrottleFail,
+			"throttle_fail":     id.ThrottleFail,
 			"global_per_minute": id.GlobalPerMinute, "global_per_hour": id.GlobalPerHour,
 			"inbox_per_minute": id.InboxPerMinute, "inbox_per_hour": id.InboxPerHour,
 			"changed_at": id.ChangedAt, "changed_by": id.ChangedBy,

@@ -74,7 +74,8 @@ func checkEviction(ctx context.Context, rdb *redis.Client, allow bool) CheckResu
 				"maxmemory-policy in your provider's settings; it must be noeviction, or an evicted key "+
 				"loses throttle state (set REDIS_ALLOW_EVICTION=true to accept that)", err)}
 	case err != nil:
-		return CheckResult{Status: CheckFail, Detail: "not reachable", Err: err}
+		return CheckResult{Status: CheckFail, Detail: "not reachable",
+			Err: fmt.Errorf("cannot reach it to read its maxmemory-policy (and at start, its identity): %w", err)}
 	}
 	policy := res["maxmemory-policy"]
 	detail := "maxmemory-policy " + policy
