@@ -128,3 +128,33 @@ func TestRedisThatMayEvictIsRefused(t *testing.T) {
 	policy("noeviction")
 	startProc(t, procEnv(t, "postgres", mx, append(redisEnv, "REDIS_KEY_PREFIX=noeviction")...))
 }
+
+// A server alone on its database compares the backend itself with the one
+// recorded: the same Redis spelled another way keeps its state; another
+// Redis is a move, whose state is rebuilt from the send record.
+func TestServerAloneRebuildsOnlyOnAnotherBackend(t *testing.T) {
+	t.Parallel()
+	portA, portB := freePort(t), freePort(t)
+	startRedisServer(t, portA)
+	startRedisServer(t, portB)
+	mx := smtptest.Start(t)
+	env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis")
+	const rebuilt, changed = "throttle state rebuilt from the database's send record", "throttle backend changed at start-up"
+	for _, step := range []struct {
+		url           string
+		wantRebuilt   bool
+		wantChangeLog bool
+	}{
+		{fmt.Sprintf("redis://127.0.0.1:%d/0", portA), true, false}, // the first start: nothing recorded
+		{fmt.Sprintf("redis://localhost:%d/0", portA), false, false},
+		{fmt.Sprintf("redis://127.0.0.1:%d/0", portB), true, true},
+	} {
+		p := startProc(t, append(env, "REDIS_URL="+step.url))
+		log := p.log.String()
+		p.kill(t) // its lock on the database dies with it
+		if strings.Contains(log, rebuilt) != step.wantRebuilt || strings.Contains(log, changed) != step.wantChangeLog {
+			t.Fatalf("start alone on %s: rebuilt %t, change logged %t; want %t, %t\n%s", step.url,
+				strings.Contains(log, rebuilt), strings.Contains(log, changed), step.wantRebuilt, step.wantChangeLog, log)
+		}
+	}
+}
