@@ -129,6 +129,27 @@ func TestRedisThatMayEvictIsRefused(t *testing.T) {
 	startProc(t, procEnv(t, "postgres", mx, append(redisEnv, "REDIS_KEY_PREFIX=noeviction")...))
 }
 
+// A Redis that refuses CONFIG (as some managed ones do) cannot say its
+// eviction policy: the server starts, and it and `nornweave check` warn,
+// saying what to check.
+func TestRedisWithoutConfigWarns(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	startRedisServer(t, port, "--rename-command", "CONFIG", "")
+	mx := smtptest.Start(t)
+	env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis", fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", port))
+	const what = "check its maxmemory-policy in your provider's settings; it must be noeviction"
+	if p := startProc(t, env); !strings.Contains(p.log.String(), what) {
+		t.Errorf("start without CONFIG does not say what to check:\n%s", p.log.String())
+	}
+	cmd := exec.Command(nornweaveBinary(t), "check")
+	cmd.Dir, cmd.Env = t.TempDir(), env
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "WARN  throttle redis") || !strings.Contains(string(out), what) {
+		t.Errorf("nornweave check without CONFIG: want a WARN line saying what to check:\n%s", out)
+	}
+}
+
 // A server alone on its database compares the backend itself with the one
 // recorded: the same Redis spelled another way keeps its state; another
 // Redis is a move, whose state is rebuilt from the send record.

@@ -198,11 +198,12 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 }
 
 // startRedisServer runs a Redis of the test's own on port, keeping nothing
-// on disk, until the test ends.
-func startRedisServer(t *testing.T, port int) *exec.Cmd {
+// on disk, with extra options ("--maxmemory-policy", "allkeys-lru"), until
+// the test ends.
+func startRedisServer(t *testing.T, port int, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no")
+	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no"}, extra...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server (install it with scripts/ensure-redis.sh): %v", err)
 	}

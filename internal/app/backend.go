@@ -88,7 +88,7 @@ func checkEviction(ctx context.Context, rdb *redis.Client, allow bool) CheckResu
 	}
 	return CheckResult{Status: CheckFail, Detail: detail, Err: fmt.Errorf("this Redis's maxmemory-policy is %q: "+
 		"under memory pressure it evicts keys, and each key evicted is throttle state lost, rebuilt from "+
-		"the send record (meanwhile the sends in flight on other servers count only at the end of their "+
+		"the send record (meanwhile the sends in flight on other servers hold their room until the end of their "+
 		"lease). Set maxmemory-policy noeviction on this Redis, or REDIS_ALLOW_EVICTION=true to accept "+
 		"the rebuilds", policy)}
 }
