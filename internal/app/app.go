@@ -31,22 +31,21 @@ const DemoEmailDomain = "demo.nornweave.test"
 
 // App is a built server.
 type App struct {
-	cfg          config.Config
-	logger       *slog.Logger
-	store        *store.Store
-	provider     provider
-	lock         *store.ServerLock // this server's place on the database
-	backend      backendIdentity   // the shared backend's own identity; nil with memory
-	closeBackend func() error      // releases what backendOf opened
-	watcher      *watcher
-	throttle     *throttleParts
-	budget       skuld.Budget
-	sender       *skuld.Sender
-	queue        *hold.Queue // dispatches held (scheduled and queued) messages
-	clock        clock.Clock
-	api          *api.Server
-	version      string
-	metrics      *metrics.Metrics
+	cfg      config.Config
+	logger   *slog.Logger
+	store    *store.Store
+	provider provider
+	lock     *store.ServerLock // this server's place on the database
+	backend  *sharedBackend    // what the server reads of its backend beside the throttle
+	watcher  *watcher
+	throttle *throttleParts
+	budget   skuld.Budget
+	sender   *skuld.Sender
+	queue    *hold.Queue // dispatches held (scheduled and queued) messages
+	clock    clock.Clock
+	api      *api.Server
+	version  string
+	metrics  *metrics.Metrics
 }
 
 // provider is what the app needs of a provider beyond sending.
@@ -102,12 +101,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	if a.backend, a.closeBackend, err = backendOf(ctx, cfg, st, logger); err != nil {
+	if a.backend, err = backendOf(ctx, cfg, st, logger); err != nil {
 		logger.Error("refusing to start", slog.Any("error", err))
 		a.closeAll()
 		return nil, err
 	}
-	j, err := joinDatabase(ctx, cfg, st, a.backend, logger)
+	j, err := joinDatabase(ctx, cfg, st, a.backend.identity, logger)
 	if err != nil {
 		logger.Error("refusing to start", slog.Any("error", err))
 		a.closeAll()
@@ -135,7 +134,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	a.watcher = startWatcher(st, a.lock, a.throttle, a.backend, j.identity, logger)
+	a.watcher = startWatcher(st, a.lock, a.throttle, a.backend.identity, j.identity, logger)
 	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
 	a.metrics.WatchHeld(st, a.clock.Now)
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
@@ -341,8 +340,8 @@ func (a *App) closeAll() error {
 		errs = append(errs, a.provider.Close())
 	}
 	errs = append(errs, a.throttle.Close(), a.store.Close())
-	if a.closeBackend != nil {
-		errs = append(errs, a.closeBackend())
+	if a.backend != nil {
+		errs = append(errs, a.backend.close())
 	}
 	// Last: on SQLite, closing the lock's file must not come before the
 	// database's own.

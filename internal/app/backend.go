@@ -27,31 +27,37 @@ type backendIdentity interface {
 	Keep(ctx context.Context, id string) (string, error)
 }
 
+// sharedBackend is what a server opens of its shared backend before it
+// joins the database, apart from the throttle itself.
+type sharedBackend struct {
+	identity backendIdentity // nil with the in-memory throttle
+	close    func() error    // releases what backendOf opened
+}
+
 // backendOf opens what a server needs of its shared backend before it
 // joins the database: the backend's identity, and for Redis its eviction
 // policy checked (refused unless noeviction or REDIS_ALLOW_EVICTION; a
-// warning where CONFIG is disabled). The in-memory throttle has none
-// (nil). closeFn releases what it opened.
-func backendOf(ctx context.Context, cfg config.Config, st *store.Store, logger *slog.Logger) (
-	id backendIdentity, closeFn func() error, err error) {
+// warning where CONFIG is disabled).
+func backendOf(ctx context.Context, cfg config.Config, st *store.Store, logger *slog.Logger) (*sharedBackend, error) {
+	none := func() error { return nil }
 	switch cfg.ThrottleBackend {
 	case "postgres":
-		return pgthrottle.NewIdentity(st.SQL()), func() error { return nil }, nil
+		return &sharedBackend{identity: pgthrottle.NewIdentity(st.SQL()), close: none}, nil
 	case "redis":
 		rdb, err := redisthrottle.NewClient(cfg.RedisURL)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		switch r := checkEviction(ctx, rdb, cfg.RedisAllowEviction); r.Status {
 		case CheckFail:
 			rdb.Close()
-			return nil, nil, fmt.Errorf("THROTTLE_BACKEND=redis (%s): %w", redisTarget(cfg.RedisURL), r.Err)
+			return nil, fmt.Errorf("THROTTLE_BACKEND=redis (%s): %w", redisTarget(cfg.RedisURL), r.Err)
 		case CheckWarn:
 			logger.Warn("redis may evict the throttle's keys", slog.String("detail", r.Detail), slog.Any("error", r.Err))
 		}
-		return redisthrottle.NewIdentity(rdb, cfg.RedisKeyPrefix), rdb.Close, nil
+		return &sharedBackend{identity: redisthrottle.NewIdentity(rdb, cfg.RedisKeyPrefix), close: rdb.Close}, nil
 	}
-	return nil, func() error { return nil }, nil
+	return &sharedBackend{close: none}, nil
 }
 
 // newBackendID is a fresh random identity (128 bits) for a backend that
