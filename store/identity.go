@@ -10,17 +10,25 @@ import (
 
 // ThrottleIdentity is the row of throttle_identity: the throttle the
 // servers running on this database share. A server that would keep
-// another throttle (another backend, Redis, prefix or limits) beside them
-// is refused at start-up.
+// another throttle (another backend, Redis, prefix, limits, lease or fail
+// policy) beside them is refused at start-up.
 type ThrottleIdentity struct {
-	ID              int `gorm:"primaryKey"` // always 1
-	Backend         string
-	RedisTarget     string // host:port/db of REDIS_URL, no credentials; "" unless redis
+	ID      int `gorm:"primaryKey"` // always 1
+	Backend string
+	// BackendIdentity is the identity the backend keeps (redisthrottle.
+	// Identity, pgthrottle.Identity); "" with the in-memory throttle.
+	BackendIdentity string
+	RedisTarget     string // host:port/db of REDIS_URL, no credentials, for the messages; "" unless redis
 	RedisPrefix     string // "" unless redis
 	GlobalPerMinute int
 	GlobalPerHour   int
 	InboxPerMinute  int
 	InboxPerHour    int
+	// What makes the lease another server waits out (SEND_TIMEOUT,
+	// SEND_RETRY_DEADLINE), and THROTTLE_FAIL.
+	SendTimeoutMS       int64 `gorm:"column:send_timeout_ms"`
+	SendRetryDeadlineMS int64 `gorm:"column:send_retry_deadline_ms"`
+	ThrottleFail        string
 	// Version moves with every change, so that running servers notice one.
 	Version   int64
 	ChangedAt time.Time
@@ -49,7 +57,10 @@ func (s *Store) SetThrottleIdentity(ctx context.Context, id ThrottleIdentity) (*
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "id"}},
 		DoUpdates: clause.Assignments(map[string]any{
-			"backend": id.Backend, "redis_target": id.RedisTarget, "redis_prefix": id.RedisPrefix,
+			"backend": id.Backend, "backend_identity": id.BackendIdentity,
+			"redis_target": id.RedisTarget, "redis_prefix": id.RedisPrefix,
+			"send_timeout_ms": id.SendTimeoutMS, "send_retry_deadline_ms": id.SendRetryDeadlineMS,
+			"throttle_fail":     id.ThrottleFail,
 			"global_per_minute": id.GlobalPerMinute, "global_per_hour": id.GlobalPerHour,
 			"inbox_per_minute": id.InboxPerMinute, "inbox_per_hour": id.InboxPerHour,
 			"changed_at": id.ChangedAt, "changed_by": id.ChangedBy,

@@ -98,7 +98,9 @@ func TestClusterCrashReclaimsAfterLease(t *testing.T) {
 // Redis stops mid-run: the server with THROTTLE_FAIL=closed answers 503
 // with Retry-After and sends nothing; the one with open sends and logs an
 // ERROR; when Redis is back, both are throttled again. Every 201 reached the
-// SMTP server and no 503 did.
+// SMTP server and no 503 did. The two servers differ in THROTTLE_FAIL, so
+// they cannot share a database (issue 27): each has its own database and
+// key prefix on the one Redis.
 func TestClusterRedisDownFailPolicy(t *testing.T) {
 	t.Parallel() // mostly waiting: it runs beside TestSIGTERMWaitsForTheLongestLease
 	port := freePort(t)
@@ -106,13 +108,15 @@ func TestClusterRedisDownFailPolicy(t *testing.T) {
 	redisProc := startRedis()
 
 	mx := smtptest.Start(t)
-	env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis",
-		fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", port), "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=100")
-	closed := startProc(t, append(env, "THROTTLE_FAIL=closed"))
-	open := startProc(t, append(env, "THROTTLE_FAIL=open"))
-	inbox := closed.createInbox(t, "support")
+	env := func(policy string) []string {
+		return procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis", "THROTTLE_FAIL="+policy,
+			fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", port), "REDIS_KEY_PREFIX="+policy,
+			"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=100")
+	}
+	closed, open := startProc(t, env("closed")), startProc(t, env("open"))
+	inbox, openInbox := closed.createInbox(t, "support"), open.createInbox(t, "support")
 	mustStatus(t, closed.send(t, inbox, "bob@customer.test"), http.StatusCreated)
-	mustStatus(t, open.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+	mustStatus(t, open.send(t, openInbox, "bob@customer.test"), http.StatusCreated)
 
 	redisProc.Process.Kill()
 	redisProc.Wait()
@@ -138,7 +142,7 @@ func TestClusterRedisDownFailPolicy(t *testing.T) {
 	if m := closed.do(t, "GET", "/metrics", nil); !strings.Contains(string(m.Body), `nornweave_throttle_backend_up{backend="redis"} 0`) {
 		t.Errorf("metrics lack the backend down:\n%s", m.Body)
 	}
-	mustStatus(t, open.send(t, inbox, "bob@customer.test"), http.StatusCreated)
+	mustStatus(t, open.send(t, openInbox, "bob@customer.test"), http.StatusCreated)
 	if !strings.Contains(open.log.String(), `"level":"ERROR","msg":"throttle backend unreachable; sending unthrottled`) {
 		t.Errorf("fail-open send not logged at ERROR:\n%s", open.log.String())
 	}
@@ -153,16 +157,23 @@ func TestClusterRedisDownFailPolicy(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool {
 		return closed.send(t, inbox, "bob@customer.test").Status == http.StatusCreated
 	})
-	// Redis came back empty (no persistence): the state is rebuilt from
-	// the database's send record before anything is admitted, so the three
-	// sends from before (the unthrottled one too) still count. A commit
-	// that was on its way when Redis went may count twice: the safe side.
-	w := closed.rateLimitWindow(t, "per_minute")
-	if used, _ := w["used"].(float64); used < 4 {
-		t.Errorf("after Redis is back: %v, want the 3 earlier sends and the new one (used ≥ 4)", w)
+	mustStatus(t, open.send(t, openInbox, "bob@customer.test"), http.StatusCreated)
+	// Redis came back empty (no persistence): each state is rebuilt from
+	// its database's send record before anything is admitted, so the sends
+	// from before (the unthrottled one too) still count. A commit that was
+	// on its way when Redis went may count twice: the safe side.
+	for _, c := range []struct {
+		name string
+		p    *proc
+		want float64
+	}{{"closed", closed, 2}, {"open", open, 3}} {
+		w := c.p.rateLimitWindow(t, "per_minute")
+		if used, _ := w["used"].(float64); used < c.want {
+			t.Errorf("%s, after Redis is back: %v, want its earlier sends and the new one (used ≥ %v)", c.name, w, c.want)
+		}
 	}
-	if n := mx.Count(); n != 4 {
-		t.Fatalf("%d messages at the SMTP server, want 4", n)
+	if n := mx.Count(); n != 5 {
+		t.Fatalf("%d messages at the SMTP server, want 5", n)
 	}
 }
 
@@ -187,11 +198,12 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 }
 
 // startRedisServer runs a Redis of the test's own on port, keeping nothing
-// on disk, until the test ends.
-func startRedisServer(t *testing.T, port int) *exec.Cmd {
+// on disk, with extra options ("--maxmemory-policy", "allkeys-lru"), until
+// the test ends.
+func startRedisServer(t *testing.T, port int, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no")
+	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no"}, extra...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server (install it with scripts/ensure-redis.sh): %v", err)
 	}

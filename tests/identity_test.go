@@ -86,8 +86,26 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 		env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis", "REDIS_KEY_PREFIX="+redistest.Prefix(t),
 			"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=10")
 		startProc(t, append(env, "REDIS_URL="+redisDB(t, 0)))
-		startRefused(t, append(env, "REDIS_URL="+redisDB(t, 1)), "REDIS_URL is", "/1\" here", "/0\"")
+		startRefused(t, append(env, "REDIS_URL="+redisDB(t, 1)), "REDIS_URL is", "/1\" and REDIS_KEY_PREFIX",
+			"/0\"", "this Redis has no throttle identity under this prefix")
 	})
+	for _, tt := range []struct{ variable, theirs, mine string }{
+		{"SEND_TIMEOUT", "30s", "45s"},
+		{"SEND_RETRY_DEADLINE", "10s", "20s"},
+		{"THROTTLE_FAIL", "closed", "open"},
+	} {
+		// What another server waits out (the lease) or does when the
+		// backend is down (issue 27): refused as the limits are.
+		t.Run("different "+tt.variable, func(t *testing.T) {
+			t.Parallel()
+			mx := smtptest.Start(t)
+			env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=postgres")
+			startProc(t, append(env, tt.variable+"="+tt.theirs))
+			startRefused(t, append(env, tt.variable+"="+tt.mine),
+				fmt.Sprintf(`%s is %q here, but the servers running on this database use %q`, tt.variable, tt.mine, tt.theirs))
+			startProc(t, append(env, tt.variable+"="+tt.theirs))
+		})
+	}
 }
 
 // A deliberate change of limits (`nornweave limits set`) reaches the

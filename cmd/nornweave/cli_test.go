@@ -579,7 +579,7 @@ func TestCheckPingsTheThrottleBackend(t *testing.T) {
 		name, url, want string
 		code            int
 	}{
-		{"reachable", redistest.URL(), "ok    throttle redis 127.0.0.1:6379/0 prefix nornweave:throttle (THROTTLE_FAIL=closed)\n", 0},
+		{"reachable", redistest.URL(), "ok    throttle redis 127.0.0.1:6379/0 prefix nornweave:throttle (THROTTLE_FAIL=closed), maxmemory-policy noeviction\n", 0},
 		{"unreachable", fmt.Sprintf("redis://:secret@127.0.0.1:%d/0", closed),
 			fmt.Sprintf("FAIL  throttle redis 127.0.0.1:%d/0 prefix nornweave:throttle (THROTTLE_FAIL=closed):", closed), 1},
 	} {

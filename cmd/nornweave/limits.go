@@ -93,5 +93,12 @@ func printIdentity(w io.Writer, id *store.ThrottleIdentity) {
 	}
 	fmt.Fprintf(w, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=%d\nGLOBAL_SEND_RATE_LIMIT_PER_HOUR=%d\n", id.GlobalPerMinute, id.GlobalPerHour)
 	fmt.Fprintf(w, "INBOX_SEND_RATE_LIMIT_PER_MINUTE=%d\nINBOX_SEND_RATE_LIMIT_PER_HOUR=%d\n", id.InboxPerMinute, id.InboxPerHour)
+	if id.SendTimeoutMS > 0 {
+		fmt.Fprintf(w, "SEND_TIMEOUT=%s\nSEND_RETRY_DEADLINE=%s\n", time.Duration(id.SendTimeoutMS)*time.Millisecond,
+			time.Duration(id.SendRetryDeadlineMS)*time.Millisecond)
+	}
+	if id.ThrottleFail != "" {
+		fmt.Fprintf(w, "THROTTLE_FAIL=%s\n", id.ThrottleFail)
+	}
 	fmt.Fprintf(w, "# version %d, recorded %s by %s\n", id.Version, id.ChangedAt.Format(time.RFC3339), id.ChangedBy)
 }

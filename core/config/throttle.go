@@ -21,6 +21,10 @@ type Throttle struct {
 	// RedisKeyPrefix prefixes every key the throttle writes, so that
 	// several NornWeave deployments can share one Redis.
 	RedisKeyPrefix string `envconfig:"REDIS_KEY_PREFIX" default:"nornweave:throttle"`
+	// RedisAllowEviction lets a server start on a Redis whose
+	// maxmemory-policy may evict keys: every key evicted is throttle state
+	// lost, rebuilt from the send record, and the operator accepts that.
+	RedisAllowEviction bool `envconfig:"REDIS_ALLOW_EVICTION" default:"false"`
 }
 
 func (t *Throttle) normalize() {
@@ -55,6 +59,9 @@ func (c Config) validateThrottle() []error {
 		}
 	default:
 		bad("THROTTLE_BACKEND", "unknown backend %q (want memory, postgres or redis)", c.ThrottleBackend)
+	}
+	if c.RedisAllowEviction && c.ThrottleBackend != "redis" {
+		bad("REDIS_ALLOW_EVICTION", "applies to THROTTLE_BACKEND=redis only (THROTTLE_BACKEND is %q)", c.ThrottleBackend)
 	}
 	switch c.ThrottleFail {
 	case "", "closed", "open":

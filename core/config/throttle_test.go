@@ -28,6 +28,8 @@ func TestValidateThrottle(t *testing.T) {
 		{"redis without url", func(c *Config) { c.ThrottleBackend, c.RedisURL = "redis", "" }, "REDIS_URL"},
 		{"redis url not redis", func(c *Config) { c.ThrottleBackend, c.RedisURL = "redis", "http://x:6379" }, "REDIS_URL"},
 		{"redis url without host", func(c *Config) { c.ThrottleBackend, c.RedisURL = "redis", "redis://" }, "REDIS_URL"},
+		{"redis allowing eviction", func(c *Config) { c.ThrottleBackend, c.RedisAllowEviction = "redis", true }, ""},
+		{"eviction allowed without redis", func(c *Config) { c.RedisAllowEviction = true }, "REDIS_ALLOW_EVICTION"},
 		{"unknown fail policy", func(c *Config) { c.ThrottleFail = "ajar" }, "THROTTLE_FAIL"},
 	}
 	for _, tt := range tests {

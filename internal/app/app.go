@@ -36,6 +36,7 @@ type App struct {
 	store    *store.Store
 	provider provider
 	lock     *store.ServerLock // this server's place on the database
+	backend  *sharedBackend    // what the server reads of its backend beside the throttle
 	watcher  *watcher
 	throttle *throttleParts
 	budget   skuld.Budget
@@ -100,21 +101,26 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	lock, moved, alone, err := joinDatabase(ctx, cfg, st, logger)
+	if a.backend, err = backendOf(ctx, cfg, st, logger); err != nil {
+		logger.Error("refusing to start", slog.Any("error", err))
+		a.closeAll()
+		return nil, err
+	}
+	j, err := joinDatabase(ctx, cfg, st, a.backend.identity, logger)
 	if err != nil {
 		logger.Error("refusing to start", slog.Any("error", err))
 		a.closeAll()
 		return nil, err
 	}
-	a.lock = lock
-	if a.throttle, err = newThrottle(ctx, cfg, st, a.clock, moved, logger); err != nil {
+	a.lock = j.lock
+	if a.throttle, err = newThrottle(ctx, cfg, st, a.clock, j.moved, logger); err != nil {
 		a.closeAll()
 		return nil, err
 	}
 	// The queue before the restore, which writes the lane job of a held
 	// message it gives back (store.ResolveInterrupted).
 	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
-		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: alone})
+		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone})
 	if err != nil {
 		a.closeAll()
 		return nil, err
@@ -128,7 +134,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	a.watcher = startWatcher(st, a.lock, a.throttle, identityOf(cfg), logger)
+	a.watcher = startWatcher(st, a.lock, a.throttle, a.backend.identity, j.identity, logger)
 	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
 	a.metrics.WatchHeld(st, a.clock.Now)
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
@@ -334,6 +340,9 @@ func (a *App) closeAll() error {
 		errs = append(errs, a.provider.Close())
 	}
 	errs = append(errs, a.throttle.Close(), a.store.Close())
+	if a.backend != nil {
+		errs = append(errs, a.backend.close())
+	}
 	// Last: on SQLite, closing the lock's file must not come before the
 	// database's own.
 	return errors.Join(append(errs, a.lock.Release())...)

@@ -122,8 +122,8 @@ func checkDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger) 
 }
 
 // checkThrottle asks a shared throttle backend for an answer, as a send
-// would (a ping: nothing is written). The in-memory throttle has nothing to
-// reach.
+// would (a ping: nothing is written), and a Redis for its eviction policy.
+// The in-memory throttle has nothing to reach.
 func checkThrottle(ctx context.Context, cfg config.Config) CheckResult {
 	detail := fmt.Sprintf("%s (THROTTLE_FAIL=%s)", cfg.ThrottleBackend, cfg.ThrottleFail)
 	switch cfg.ThrottleBackend {
@@ -138,11 +138,17 @@ func checkThrottle(ctx context.Context, cfg config.Config) CheckResult {
 	case "redis":
 		detail = "redis " + redisTarget(cfg.RedisURL) + " prefix " + cfg.RedisKeyPrefix + " " + detail[len("redis "):]
 		rdb, err := redisthrottle.NewClient(cfg.RedisURL)
-		if err == nil {
-			err = rdb.Ping(ctx).Err()
-			rdb.Close()
+		if err != nil {
+			return checkResult(detail, err)
 		}
-		return checkResult(detail, err)
+		defer rdb.Close()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return checkResult(detail, err)
+		}
+		// What the server refuses at start: a Redis that may evict.
+		r := checkEviction(ctx, rdb, cfg.RedisAllowEviction)
+		r.Detail = detail + ", " + r.Detail
+		return r
 	}
 	return CheckResult{Detail: "memory (this server's own)"}
 }

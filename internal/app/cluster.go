@@ -20,7 +20,9 @@ import (
 // exclusively with the in-memory throttle (it must be alone), shared with a
 // shared backend. A server alone on the database records its own identity,
 // logging what changed; one joining others must agree with theirs, or it
-// refuses to start, naming the variable and the value they use.
+// refuses to start, naming the variable and the value they use. A shared
+// backend keeps an identity of its own (backendIdentity): the server alone
+// writes it if missing and records it; one joining must read the same.
 
 // joinWait is how long a server sharing a backend waits for another that
 // is starting (holding the lock exclusively for a moment) before refusing.
@@ -33,7 +35,10 @@ func identityOf(cfg config.Config) store.ThrottleIdentity {
 		InboxPerMinute: cfg.InboxSendRateLimitPerMinute, InboxPerHour: cfg.InboxSendRateLimitPerHour}
 	if !cfg.SharedThrottle() {
 		id.Backend = "memory"
+	} else {
+		id.ThrottleFail = cfg.ThrottleFail
 	}
+	id.SendTimeoutMS, id.SendRetryDeadlineMS = cfg.SendTimeout.Milliseconds(), cfg.SendRetryDeadline.Milliseconds()
 	if id.Backend == "redis" {
 		id.RedisTarget, id.RedisPrefix = redisTarget(cfg.RedisURL), cfg.RedisKeyPrefix
 	}
@@ -63,7 +68,9 @@ func redisTarget(raw string) string {
 // disagreement is one variable on which two identities differ.
 type disagreement struct{ variable, mine, theirs string }
 
-// differences lists where mine differs from theirs.
+// differences lists where mine differs from theirs, among the settings
+// another server may rely on (the backend's own identity is compared
+// apart: sameBackend).
 func differences(mine, theirs store.ThrottleIdentity) []disagreement {
 	var out []disagreement
 	add := func(variable string, a, b any) {
@@ -72,12 +79,14 @@ func differences(mine, theirs store.ThrottleIdentity) []disagreement {
 		}
 	}
 	add("THROTTLE_BACKEND", mine.Backend, theirs.Backend)
-	add("REDIS_URL", mine.RedisTarget, theirs.RedisTarget)
-	add("REDIS_KEY_PREFIX", mine.RedisPrefix, theirs.RedisPrefix)
 	add("GLOBAL_SEND_RATE_LIMIT_PER_MINUTE", mine.GlobalPerMinute, theirs.GlobalPerMinute)
 	add("GLOBAL_SEND_RATE_LIMIT_PER_HOUR", mine.GlobalPerHour, theirs.GlobalPerHour)
 	add("INBOX_SEND_RATE_LIMIT_PER_MINUTE", mine.InboxPerMinute, theirs.InboxPerMinute)
 	add("INBOX_SEND_RATE_LIMIT_PER_HOUR", mine.InboxPerHour, theirs.InboxPerHour)
+	// The lease: how long another server waits out a send of this one.
+	add("SEND_TIMEOUT", msDuration(mine.SendTimeoutMS), msDuration(theirs.SendTimeoutMS))
+	add("SEND_RETRY_DEADLINE", msDuration(mine.SendRetryDeadlineMS), msDuration(theirs.SendRetryDeadlineMS))
+	add("THROTTLE_FAIL", mine.ThrottleFail, theirs.ThrottleFail)
 	return out
 }
 
@@ -108,63 +117,92 @@ func whoStarts() string {
 	return fmt.Sprintf("a server starting on %s (pid %d)", host, os.Getpid())
 }
 
+// joined is this server's place on its database, as joinDatabase took it.
+type joined struct {
+	lock *store.ServerLock
+	// identity is the throttle identity recorded, the backend's own
+	// included, which the watcher writes back into a backend that lost it.
+	identity store.ThrottleIdentity
+	// moved reports that the throttle's backend is not the one recorded:
+	// the shared state must be rebuilt from the send record.
+	moved bool
+	// alone reports that no other server held the lock when this one took it.
+	alone bool
+}
+
 // joinDatabase takes this server's place on the database of st: the server
-// lock, and the throttle identity. moved reports that the throttle's
-// backend (or its Redis) is not the one recorded: the shared state must be
-// rebuilt from the send record. alone reports that no other server held
-// the lock when this one took it.
-func joinDatabase(ctx context.Context, cfg config.Config, st *store.Store, logger *slog.Logger) (lock *store.ServerLock, moved, alone bool, err error) {
+// lock, and the throttle identity. backend is the shared backend's own
+// identity (nil with the in-memory throttle).
+func joinDatabase(ctx context.Context, cfg config.Config, st *store.Store, backend backendIdentity,
+	logger *slog.Logger) (*joined, error) {
 	mine := identityOf(cfg)
-	lock, alone, err = st.LockAlone(ctx)
+	lock, alone, err := st.LockAlone(ctx)
 	if err != nil {
-		return nil, false, false, err
+		return nil, err
 	}
 	if alone {
-		moved, err = adopt(ctx, st, mine, logger)
+		mine, moved, err := adopt(ctx, st, mine, backend, logger)
 		if err == nil && mine.Backend != "memory" {
 			err = lock.Share(ctx)
 		}
 		if err != nil {
 			lock.Release()
-			return nil, false, false, err
+			return nil, err
 		}
-		return lock, moved, true, nil
+		return &joined{lock: lock, identity: mine, moved: moved, alone: true}, nil
 	}
 	theirs, err := st.ThrottleIdentity(ctx)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, false, false, err
+		return nil, err
 	}
 	if mine.Backend == "memory" || st.Driver() != store.DriverPostgres {
-		return nil, false, false, anotherServer(theirs)
+		return nil, anotherServer(theirs)
 	}
 	deadline := time.Now().Add(joinWait)
 	for {
-		lock, joined, err := st.JoinShared(ctx)
+		lock, ok, err := st.JoinShared(ctx)
 		if err != nil {
-			return nil, false, false, err
+			return nil, err
 		}
-		if joined {
+		if ok {
 			// The identity is read under the lock: a server that was
 			// starting has recorded its own by now.
-			if theirs, err = st.ThrottleIdentity(ctx); err != nil {
-				lock.Release()
-				return nil, false, false, err
+			if theirs, err = st.ThrottleIdentity(ctx); err == nil {
+				err = agree(ctx, mine, theirs, backend)
 			}
-			if diffs := differences(mine, *theirs); len(diffs) > 0 {
+			if err != nil {
 				lock.Release()
-				return nil, false, false, mismatchError(diffs, theirs)
+				return nil, err
 			}
-			return lock, false, false, nil
+			mine.BackendIdentity = theirs.BackendIdentity
+			return &joined{lock: lock, identity: mine}, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, false, false, anotherServer(theirs)
+			return nil, anotherServer(theirs)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, false, ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// agree refuses a server joining others whose settings differ from theirs,
+// or whose backend does not hold the identity they recorded.
+func agree(ctx context.Context, mine store.ThrottleIdentity, theirs *store.ThrottleIdentity, backend backendIdentity) error {
+	if diffs := differences(mine, *theirs); len(diffs) > 0 {
+		return mismatchError(diffs, theirs)
+	}
+	got, err := backend.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("THROTTLE_BACKEND=%s: cannot read the backend's identity, to know it is the one the "+
+			"servers running on this database share: %w", mine.Backend, err)
+	}
+	if got != theirs.BackendIdentity {
+		return otherBackend(mine, theirs, got == "")
+	}
+	return nil
 }
 
 // anotherServer refuses a server that would run beside one that must be
@@ -180,29 +218,42 @@ func anotherServer(theirs *store.ThrottleIdentity) error {
 }
 
 // adopt records mine as the identity of a database this server has to
-// itself, logging what it changes; moved reports a change of backend or
-// Redis, which leaves the shared state to be rebuilt.
-func adopt(ctx context.Context, st *store.Store, mine store.ThrottleIdentity, logger *slog.Logger) (moved bool, err error) {
+// itself, with the backend's own (written into the backend if missing),
+// logging what it changes; moved reports another backend than the one
+// recorded, whose shared state must be rebuilt.
+func adopt(ctx context.Context, st *store.Store, mine store.ThrottleIdentity, backend backendIdentity,
+	logger *slog.Logger) (_ store.ThrottleIdentity, moved bool, err error) {
+	if backend != nil {
+		if mine.BackendIdentity, err = backend.Keep(ctx, newBackendID()); err != nil {
+			return mine, false, fmt.Errorf("THROTTLE_BACKEND=%s: cannot read or write the backend's identity: %w",
+				mine.Backend, err)
+		}
+	}
 	theirs, err := st.ThrottleIdentity(ctx)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return false, err
+		return mine, false, err
 	}
 	var diffs []disagreement
 	if theirs != nil {
-		if diffs = differences(mine, *theirs); len(diffs) == 0 {
-			return false, nil
+		diffs = differences(mine, *theirs)
+		moved = theirs.Backend != mine.Backend || theirs.BackendIdentity != mine.BackendIdentity
+		if len(diffs) == 0 && !moved && theirs.RedisTarget == mine.RedisTarget && theirs.RedisPrefix == mine.RedisPrefix {
+			return mine, false, nil
 		}
 	}
 	mine.ChangedAt, mine.ChangedBy = time.Now(), whoStarts()
 	if _, err := st.SetThrottleIdentity(ctx, mine); err != nil {
-		return false, err
+		return mine, false, err
 	}
 	for _, d := range diffs {
 		logger.Warn("throttle changed at start-up", slog.String("variable", d.variable),
 			slog.String("was", d.theirs), slog.String("now", d.mine))
-		if !strings.Contains(d.variable, "RATE_LIMIT") {
-			moved = true
-		}
 	}
-	return moved || theirs == nil, nil
+	if theirs != nil && theirs.BackendIdentity != mine.BackendIdentity && mine.Backend != "memory" {
+		logger.Warn("throttle backend changed at start-up: its state is rebuilt from the send record",
+			slog.String("backend", mine.Backend), slog.String("was", theirs.BackendIdentity),
+			slog.String("now", mine.BackendIdentity), slog.String("redis_target_was", theirs.RedisTarget),
+			slog.String("redis_target", mine.RedisTarget))
+	}
+	return mine, moved || theirs == nil, nil
 }

@@ -24,11 +24,14 @@ type limitsSetter interface {
 // reads the throttle identity and, when its version has moved, applies the
 // limits recorded and logs the change. On the same tick it keeps the
 // server lock held (store.ServerLock.Hold), which a lost database session
-// lets go. It runs from startWatcher until Stop.
+// lets go, and writes the backend's identity back into a backend that lost
+// it (a FLUSHDB), so that servers starting later can join. It runs from
+// startWatcher until Stop.
 type watcher struct {
 	st      *store.Store
 	lock    *store.ServerLock
 	target  limitsSetter
+	backend backendIdentity // nil with the in-memory throttle
 	logger  *slog.Logger
 	version int64
 	limits  store.ThrottleIdentity
@@ -38,9 +41,9 @@ type watcher struct {
 	once sync.Once
 }
 
-func startWatcher(st *store.Store, lock *store.ServerLock, target limitsSetter, mine store.ThrottleIdentity,
-	logger *slog.Logger) *watcher {
-	w := &watcher{st: st, lock: lock, target: target, logger: logger, limits: mine,
+func startWatcher(st *store.Store, lock *store.ServerLock, target limitsSetter, backend backendIdentity,
+	mine store.ThrottleIdentity, logger *slog.Logger) *watcher {
+	w := &watcher{st: st, lock: lock, target: target, backend: backend, logger: logger, limits: mine,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if id, err := st.ThrottleIdentity(context.Background()); err == nil {
 		w.version = id.Version
@@ -67,6 +70,7 @@ func (w *watcher) check() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	w.hold(ctx)
+	w.keepBackendIdentity(ctx)
 	id, err := w.st.ThrottleIdentity(ctx)
 	if err != nil || id.Version == w.version {
 		return // a database that does not answer: the next tick will do
@@ -83,6 +87,18 @@ func (w *watcher) check() {
 		w.logger.Warn("throttle limits changed", slog.String("variable", d.variable), slog.String("was", d.theirs),
 			slog.String("now", d.mine), slog.String("changed_by", id.ChangedBy),
 			slog.Time("changed_at", id.ChangedAt))
+	}
+}
+
+// keepBackendIdentity writes the recorded identity back into the backend
+// if it has none (SET NX; ON CONFLICT DO NOTHING): the state lost with it
+// is the throttle's to notice and rebuild.
+func (w *watcher) keepBackendIdentity(ctx context.Context) {
+	if w.backend == nil || w.limits.BackendIdentity == "" {
+		return
+	}
+	if _, err := w.backend.Keep(ctx, w.limits.BackendIdentity); err != nil {
+		w.logger.Debug("throttle backend identity not written back", slog.Any("error", err))
 	}
 }
 

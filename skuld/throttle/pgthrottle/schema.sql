@@ -254,3 +254,11 @@ BEGIN
     RETURN true;
 END
 $$;
+
+-- The throttle's identity: one random value, written by the first server
+-- alone on the database, which every server compares with the one the
+-- database records beside its throttle settings (identity.go).
+CREATE TABLE IF NOT EXISTS pgthrottle_identity (
+    id       INTEGER PRIMARY KEY CHECK (id = 1),
+    identity TEXT    NOT NULL
+);

@@ -315,6 +315,9 @@ func (d *driver) deleteAll(ctx context.Context) error {
 	iter := d.rdb.Scan(ctx, 0, d.prefix+":*", 500).Iterator()
 	var batch []string
 	for iter.Next(ctx) {
+		if iter.Val() == identityKey(d.prefix) { // names the Redis, not the state
+			continue
+		}
 		if batch = append(batch, iter.Val()); len(batch) == 500 {
 			if err := d.rdb.Del(ctx, batch...).Err(); err != nil {
 				return err
