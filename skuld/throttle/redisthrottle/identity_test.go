@@ -5,8 +5,9 @@ import (
 	"testing"
 
 	"github.com/nornweave/nornweave/internal/redistest"
-	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
+	"github.com/nornweave/nornweave/skuld/throttle/shared"
+	"github.com/nornweave/nornweave/skuld/throttle/throttledriver"
 )
 
 // The identity key: missing until kept; the first Keep writes it, a later
@@ -29,8 +30,8 @@ func TestIdentity(t *testing.T) {
 	if got, _ := redisthrottle.NewIdentity(rdb, prefix+":other").Read(ctx); got != "" {
 		t.Fatalf("another prefix reads %q, want none", got)
 	}
-	th := redisthrottle.New(rdb, prefix, throttle.SharedOptions{
-		Rebuild: func(context.Context) (throttle.Record, error) { return throttle.Record{}, nil }})
+	th := redisthrottle.New(rdb, prefix, shared.Options{
+		Rebuild: func(context.Context) (throttledriver.Record, error) { return throttledriver.Record{}, nil }})
 	defer th.Close(ctx)
 	if err := th.Rebuild(ctx); err != nil {
 		t.Fatal(err)
