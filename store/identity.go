@@ -29,6 +29,11 @@ type ThrottleIdentity struct {
 	SendTimeoutMS       int64 `gorm:"column:send_timeout_ms"`
 	SendRetryDeadlineMS int64 `gorm:"column:send_retry_deadline_ms"`
 	ThrottleFail        string
+	// The size limits, which make the longest lease: how long another
+	// server waits out an Idempotency-Key's claim, or held mail's job.
+	AttachmentMaxTotalSizeMB int `gorm:"column:attachment_max_total_size_mb"`
+	BodyMaxSizeMB            int `gorm:"column:body_max_size_mb"`
+	HTMLMaxSizeMB            int `gorm:"column:html_max_size_mb"`
 	// Version moves with every change, so that running servers notice one.
 	Version   int64
 	ChangedAt time.Time
@@ -60,7 +65,9 @@ func (s *Store) SetThrottleIdentity(ctx context.Context, id ThrottleIdentity) (*
 			"backend": id.Backend, "backend_identity": id.BackendIdentity,
 			"redis_target": id.RedisTarget, "redis_prefix": id.RedisPrefix,
 			"send_timeout_ms": id.SendTimeoutMS, "send_retry_deadline_ms": id.SendRetryDeadlineMS,
-			"throttle_fail":     id.ThrottleFail,
+			"throttle_fail":                id.ThrottleFail,
+			"attachment_max_total_size_mb": id.AttachmentMaxTotalSizeMB,
+			"body_max_size_mb":             id.BodyMaxSizeMB, "html_max_size_mb": id.HTMLMaxSizeMB,
 			"global_per_minute": id.GlobalPerMinute, "global_per_hour": id.GlobalPerHour,
 			"inbox_per_minute": id.InboxPerMinute, "inbox_per_hour": id.InboxPerHour,
 			"changed_at": id.ChangedAt, "changed_by": id.ChangedBy,

@@ -93,6 +93,7 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 		{"SEND_TIMEOUT", "30s", "45s"},
 		{"SEND_RETRY_DEADLINE", "10s", "20s"},
 		{"THROTTLE_FAIL", "closed", "open"},
+		{"ATTACHMENT_MAX_TOTAL_SIZE_MB", "35", "20"}, // the longest lease
 	} {
 		// What another server waits out (the lease) or does when the
 		// backend is down (issue 27): refused as the limits are.

@@ -37,6 +37,8 @@ func identityOf(cfg config.Config) store.ThrottleIdentity {
 		id.Backend = "memory"
 	} else {
 		id.ThrottleFail = cfg.ThrottleFail
+		id.AttachmentMaxTotalSizeMB, id.BodyMaxSizeMB, id.HTMLMaxSizeMB =
+			cfg.AttachmentMaxTotalSizeMB, cfg.BodyMaxSizeMB, cfg.HTMLMaxSizeMB
 	}
 	id.SendTimeoutMS, id.SendRetryDeadlineMS = cfg.SendTimeout.Milliseconds(), cfg.SendRetryDeadline.Milliseconds()
 	if id.Backend == "redis" {
@@ -87,6 +89,9 @@ func differences(mine, theirs store.ThrottleIdentity) []disagreement {
 	add("SEND_TIMEOUT", msDuration(mine.SendTimeoutMS), msDuration(theirs.SendTimeoutMS))
 	add("SEND_RETRY_DEADLINE", msDuration(mine.SendRetryDeadlineMS), msDuration(theirs.SendRetryDeadlineMS))
 	add("THROTTLE_FAIL", mine.ThrottleFail, theirs.ThrottleFail)
+	add("ATTACHMENT_MAX_TOTAL_SIZE_MB", mine.AttachmentMaxTotalSizeMB, theirs.AttachmentMaxTotalSizeMB)
+	add("BODY_MAX_SIZE_MB", mine.BodyMaxSizeMB, theirs.BodyMaxSizeMB)
+	add("HTML_MAX_SIZE_MB", mine.HTMLMaxSizeMB, theirs.HTMLMaxSizeMB)
 	return out
 }
 
