@@ -45,6 +45,18 @@ local function mark(m, h, f, n, gen)
   redis.call('ZADD', f, '+inf', '_' .. gen)
 end
 
+-- open reads the state key st: its generation, or the answer for a state
+-- lost ({-1}) or incomplete ({-2, key}).
+local function open(st)
+  local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
+  if not gen then
+    return nil, {-1}
+  elseif lost then
+    return nil, {-2, lost}
+  end
+  return gen, nil
+end
+
 -- incomplete records in the state key st that key was found without its
 -- marker, and answers so.
 local function incomplete(st, key)
@@ -183,11 +195,9 @@ end
 // before the first ask.
 var reserveScript = redis.NewScript(luaCommon + `
 local st = KEYS[2]
-local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
-if not gen then
-  return {-1}
-elseif lost then
-  return {-2, lost}
+local gen, answer = open(st)
+if answer then
+  return answer
 elseif redis.call('EXISTS', KEYS[1]) == 0 then
   return incomplete(st, KEYS[1])
 end
@@ -260,11 +270,9 @@ return out
 // admission or read finds it so.
 var settleScript = redis.NewScript(luaCommon + `
 local st = KEYS[1]
-local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
-if not gen then
-  return {-1}
-elseif lost then
-  return {-2, lost}
+local gen, answer = open(st)
+if answer then
+  return answer
 end
 local nin = tonumber(ARGV[1])
 for i = 1, nin do
@@ -298,11 +306,9 @@ return {1}
 // a key missing, the record of that.
 var readScript = redis.NewScript(luaCommon + `
 local st = KEYS[1]
-local gen, lost = unpack(redis.call('HMGET', st, 'g', 'lost'))
-if not gen then
-  return {-1}
-elseif lost then
-  return {-2, lost}
+local gen, answer = open(st)
+if answer then
+  return answer
 end
 local out = {now}
 local _, _, _, raw, bad = scope(KEYS[2], KEYS[3], KEYS[4], KEYS[5], false, gen)
