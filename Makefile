@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 PKGS     := ./...
 
-.PHONY: run build test lint openapi-lint bench fuzz load load-scheduled bench-scheduled compose clean
+.PHONY: run build test lint openapi-lint bench fuzz load load-scheduled bench-scheduled bench-layers compose clean
 
 # No test, benchmark, fuzz or load run asks the cloud's instance-metadata
 # service for credentials (the SES provider without keys would): nothing
@@ -95,6 +95,16 @@ bench-scheduled: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/nornweave-load ./cmd/nornweave-load
 	./scripts/bench-scheduled.sh $(BENCH_ROUNDS) ./bin/nornweave
 	$(GO) test -run '^$$' -bench ScheduledSendLateness -benchtime 1x ./tests/
+
+## bench-layers: what each layer of the shared throttle keeps (issue 27, BENCHMARKS.md): every
+## configuration of the batcher and the gatherer (all, none, batch, gather) on postgres and redis
+## against memory, rounds alternated, in-process and over HTTP, far from the limits and hot (about
+## 40 minutes at 5 rounds).
+bench-layers:
+	./scripts/bench-layers.sh inproc 5 5
+	./scripts/bench-layers.sh inproc 5 5 500ms
+	./scripts/bench-layers.sh http 10 5
+	./scripts/bench-layers.sh http 10 5 500ms
 
 ## compose: validate docker-compose.yml (docker compose config, or docker-compose from the Debian
 ## package, installed if missing; skipped with a warning if it cannot be installed in 120 s)

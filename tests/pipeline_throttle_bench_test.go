@@ -34,24 +34,36 @@ func benchPipelineBackend(b *testing.B, backend string) {
 	st, inbox := benchStore(b, "postgres", dsn)
 	lim := throttle.Limits{PerMinute: 1 << 30, PerHour: 1 << 30}
 	o := shared.Options{Global: lim, Inbox: lim}
+	benchLayers(b, &o) // NORNWEAVE_BENCH_LAYERS; see pipeline_layers_bench_test.go
+	calls := &backendCalls{}
 	var th throttle.Throttle
 	switch backend {
 	case "memory":
 		th = throttle.NewMemory(throttle.NewGlobalRateLimiter(lim, lim), clock.NewSystem())
 	case "postgres":
-		pool, err := pgthrottle.OpenPool(ctx, dsn, 4) // as the server's throttle pool
+		pool, err := openCountedPool(ctx, dsn, 4, calls) // as the server's throttle pool
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(pool.Close)
 		th = pgthrottle.New(pool, o)
 	case "redis":
-		th = redisthrottle.New(redistest.Client(b), redistest.Prefix(b), o)
+		rdb := redistest.Client(b)
+		rdb.AddHook(calls)
+		th = redisthrottle.New(rdb, redistest.Prefix(b), o)
 	}
 	b.Cleanup(func() { _ = th.Close(ctx) })
 	if backend != "memory" {
 		st.ShareDatabase()
 	}
-	runSends(b, skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
-		Throttle: th}), inbox)
+	sender := skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
+		Throttle: th})
+	stopHot := keepHot(b, st, sender) // NORNWEAVE_BENCH_HOT
+	calls.reset()                     // count the measured sends' calls only
+	runSends(b, sender, inbox)
+	b.StopTimer()
+	stopHot()
+	if backend != "memory" {
+		calls.report(b)
+	}
 }

@@ -65,7 +65,18 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if o.scheduleIn > 0 {
 		cfg.scheduledAt = now().Add(o.scheduleIn).Truncate(time.Second)
 	}
+	var hot *hotSender
+	if o.hotEvery > 0 {
+		var err error
+		if hot, err = startHot(ctx, hc, cfg, o.hotEvery); err != nil {
+			return fail("%v", err)
+		}
+	}
 	res := runLoad(ctx, hc, cfg)
+	var hotStatus map[string]int
+	if hot != nil {
+		hotStatus = hot.stop()
+	}
 	hc.CloseIdleConnections()
 	if sk != nil {
 		// Held mail (202) arrives after the run, up to -drain later.
@@ -97,6 +108,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 		}
 	}
 	rep.Server = srv
+	rep.HotStatus = hotStatus
 	if srv != nil && srv.ExitCode != 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("server exited with code %d", srv.ExitCode))
 		fmt.Fprintf(stderr, "end of the server log:\n%s\n", ch.log.Tail())

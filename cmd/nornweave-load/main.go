@@ -55,6 +55,7 @@ type options struct {
 	// for held mail to arrive at the sink after the last request.
 	scheduleIn   time.Duration
 	drain        time.Duration
+	hotEvery     time.Duration // see hotSender; 0: none
 	sinkListener net.Listener
 }
 
@@ -99,6 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.perHour, "per-hour", 0, "GLOBAL_SEND_RATE_LIMIT_PER_HOUR of the spawned server; also the overshoot check")
 	fs.DurationVar(&o.scheduleIn, "schedule-in", 0, "schedule every message for the same second, this long after the start (0: send now)")
 	fs.DurationVar(&o.drain, "drain", 0, "after the last request, wait up to this long for held mail to reach the sink (at most 30m)")
+	fs.DurationVar(&o.hotEvery, "hot-every", 0, "keep a shared throttle hot: send this often from a second inbox "+
+		"whose limit is reached, each refused (0: none)")
 	fs.Func("server-env", "KEY=VALUE added to the spawned server's environment (repeatable), "+
 		"e.g. THROTTLE_BACKEND=redis", func(kv string) error {
 		if !strings.Contains(kv, "=") {
@@ -123,6 +126,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("-clients must be at least 1, got %d", o.clients)
 	case o.duration <= 0 || o.duration > maxDuration:
 		return fmt.Errorf("-duration must be more than 0 and at most %s, got %s", maxDuration, o.duration)
+	case o.hotEvery < 0:
+		return errors.New("-hot-every must not be negative")
 	case o.scheduleIn < 0 || o.drain < 0 || o.drain > maxDrain:
 		return fmt.Errorf("-schedule-in must not be negative and -drain must be 0..%s", maxDrain)
 	case o.requests < 0:

@@ -22,6 +22,7 @@ type report struct {
 	FirstError     string         `json:"first_error,omitempty"`
 	Sink           *sinkReport    `json:"sink,omitempty"`
 	Server         *serverReport  `json:"server,omitempty"`
+	HotStatus      map[string]int `json:"hot_status,omitempty"` // -hot-every's sends
 	Violations     []string       `json:"violations"`
 }
 

@@ -46,6 +46,12 @@ const sharedPoolSize = 4
 // then needs no migration).
 var pgthrottleSchema = store.Schema{Name: "pgthrottle", Migrate: pgthrottle.Migrate, Current: pgthrottle.Current}
 
+// benchLayers is empty in every shipped build: scripts/bench-layers.sh sets
+// it with -ldflags -X to build servers without the admissions batcher
+// ("gather", "none": MaxBatch 1) or the commit gatherer ("batch", "none":
+// SettleDelay < 0), to measure what each layer keeps (issue 27).
+var benchLayers string
+
 // newThrottle builds the configured throttle. A shared backend is wrapped
 // by the THROTTLE_FAIL policy: open admits when the backend cannot be
 // asked; closed lets the error reach the API (503). rebuild replaces a
@@ -66,6 +72,10 @@ func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, c cloc
 		Rebuild: func(ctx context.Context) (throttledriver.Record, error) {
 			return skuld.ThrottleRecord(ctx, st, c.Now(), shared.DefaultLeaseMargin)
 		}}
+	if benchLayers != "" {
+		o.MaxBatch, o.SettleDelay = benchLayerOptions(benchLayers)
+		logger.Warn("throttle layers set by a benchmark build", slog.String("layers", benchLayers))
+	}
 	switch cfg.ThrottleBackend {
 	case "postgres":
 		pool, err := pgthrottle.OpenPool(ctx, cfg.PostgresURL(), sharedPoolSize)
@@ -144,4 +154,15 @@ func (t *throttleParts) Close() error {
 		t.closeErr = errors.Join(errs...)
 	})
 	return t.closeErr
+}
+
+// benchLayerOptions maps benchLayers to the options that turn layers off.
+func benchLayerOptions(layers string) (maxBatch int, settleDelay time.Duration) {
+	if layers == "none" || layers == "gather" {
+		maxBatch = 1
+	}
+	if layers == "none" || layers == "batch" {
+		settleDelay = -1
+	}
+	return maxBatch, settleDelay
 }
