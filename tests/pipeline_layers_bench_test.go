@@ -126,8 +126,10 @@ func (c *backendCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 // ProcessHook counts redisthrottle's scripts by their first key: the
-// admission script's is the id sequence, the settlement's the global
-// minute hash (args: 2 global limits, then 6 per ask, the slots last).
+// admission script's is the id sequence (args: 2 global limits, the number
+// of inboxes, a name and a TTL each, then 6 per ask, the slots last); the
+// settlement's and the read's the state key, the settlement's with 6 args
+// or more (the number of inboxes, their names, 5 per settlement).
 func (c *backendCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		a := cmd.Args()
@@ -135,15 +137,16 @@ func (c *backendCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			nkeys, _ := a[2].(int)
 			key, _ := a[3].(string)
 			switch {
-			case strings.HasSuffix(key, ":seq") && len(a) >= 3+nkeys+2:
-				args := a[3+nkeys+2:]
+			case strings.HasSuffix(key, ":seq") && len(a) >= 3+nkeys+3:
+				nin, _ := a[3+nkeys+2].(int)
+				args := a[min(3+nkeys+3+2*nin, len(a)):]
 				var slots []int
 				for i := 5; i < len(args); i += 6 {
 					n, _ := args[i].(int)
 					slots = append(slots, n)
 				}
 				c.reserve(len(args)/6, slots)
-			case strings.HasSuffix(key, ":g:m"):
+			case strings.HasSuffix(key, ":state") && len(a)-3-nkeys >= 6:
 				c.settles.Add(1)
 			}
 		}
