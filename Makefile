@@ -36,11 +36,12 @@ test:
 	  echo "$(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/   # byte counts: not under -race" && \
 	  $(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/
 
-## lint: formatting and vet
+## lint: formatting, vet, and tidy modules (go.mod and go.sum as `go mod tidy` leaves them)
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 
 ## openapi-lint: Redocly's recommended rules over api/openapi.json: 0 errors, and one warning
 ## (info-license) justified in the document. Needs npm and its registry, so CI does not run it.
