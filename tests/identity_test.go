@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"path"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,13 +37,15 @@ func startRefused(t *testing.T, env []string, want ...string) {
 	}
 }
 
-// redisDB is the test Redis's URL on database n.
+// redisDB is the test Redis's URL (REDIS_URL) on its database plus n (of
+// Redis's default 16): 0 is REDIS_URL's own, 1 the next one.
 func redisDB(t *testing.T, n int) string {
 	u, err := url.Parse(redistest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Path = fmt.Sprintf("/%d", n)
+	db, _ := strconv.Atoi(strings.TrimPrefix(u.Path, "/"))
+	u.Path = fmt.Sprintf("/%d", (db+n)%16)
 	return u.String()
 }
 
@@ -85,9 +89,10 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 		mx := smtptest.Start(t)
 		env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis", "REDIS_KEY_PREFIX="+redistest.Prefix(t),
 			"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=10")
-		startProc(t, append(env, "REDIS_URL="+redisDB(t, 0)))
-		startRefused(t, append(env, "REDIS_URL="+redisDB(t, 1)), "REDIS_URL is", "/1\" and REDIS_KEY_PREFIX",
-			"/0\"", "this Redis has no throttle identity under this prefix")
+		theirs, mine := redisDB(t, 0), redisDB(t, 1)
+		startProc(t, append(env, "REDIS_URL="+theirs))
+		startRefused(t, append(env, "REDIS_URL="+mine), "REDIS_URL is", path.Base(mine)+"\" and REDIS_KEY_PREFIX",
+			"/"+path.Base(theirs)+"\"", "this Redis has no throttle identity under this prefix")
 	})
 	for _, tt := range []struct{ variable, theirs, mine string }{
 		{"SEND_TIMEOUT", "30s", "45s"},

@@ -579,7 +579,8 @@ func TestCheckPingsTheThrottleBackend(t *testing.T) {
 		name, url, want string
 		code            int
 	}{
-		{"reachable", redistest.URL(), "ok    throttle redis 127.0.0.1:6379/0 prefix nornweave:throttle (THROTTLE_FAIL=closed), maxmemory-policy noeviction\n", 0},
+		{"reachable", redistest.URL(), "ok    throttle redis " + redisTarget(t, redistest.URL()) +
+			" prefix nornweave:throttle (THROTTLE_FAIL=closed), maxmemory-policy noeviction\n", 0},
 		{"unreachable", fmt.Sprintf("redis://:secret@127.0.0.1:%d/0", closed),
 			fmt.Sprintf("FAIL  throttle redis 127.0.0.1:%d/0 prefix nornweave:throttle (THROTTLE_FAIL=closed):", closed), 1},
 	} {
@@ -591,4 +592,19 @@ func TestCheckPingsTheThrottleBackend(t *testing.T) {
 			}
 		})
 	}
+}
+
+// redisTarget is how check names the Redis of raw: host:port/db (REDIS_URL
+// is the tests' Redis, whatever database it names).
+func redisTarget(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" {
+		db = "0"
+	}
+	return u.Host + "/" + db
 }
