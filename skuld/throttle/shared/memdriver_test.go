@@ -159,18 +159,32 @@ func (s *memScope) raw(now int64) *td.RawScope {
 	return r
 }
 
-func (d *memDriver) Reserve(ctx context.Context, global throttle.Limits, asks []td.Ask) (*td.Batch, error) {
+// open takes d.mu (see lock) for a call that needs the state whole: lost
+// or incomplete, it lets go and says so.
+func (d *memDriver) open(ctx context.Context) (int64, error) {
 	now, err := d.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case !d.present:
+		err = td.ErrStateLost
+	case d.missing != "":
+		err = &td.IncompleteError{Part: d.missing}
+	}
+	if err != nil {
+		d.mu.Unlock()
+		return 0, err
+	}
+	return now, nil
+}
+
+func (d *memDriver) Reserve(ctx context.Context, global throttle.Limits, asks []td.Ask) (*td.Batch, error) {
+	now, err := d.open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	if !d.present {
-		return nil, td.ErrStateLost
-	}
-	if d.missing != "" {
-		return nil, &td.IncompleteError{Part: d.missing}
-	}
 	for _, s := range d.scopes { // past their deadline: sends at the deadline
 		for id, f := range s.flights {
 			if f.Deadline <= now {
@@ -240,17 +254,11 @@ func (d *memDriver) Settle(ctx context.Context, ss []td.Settlement) (err error) 
 }
 
 func (d *memDriver) Read(ctx context.Context, inbox string) (*td.Raw, error) {
-	now, err := d.lock(ctx)
+	now, err := d.open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer d.mu.Unlock()
-	if !d.present {
-		return nil, td.ErrStateLost
-	}
-	if d.missing != "" {
-		return nil, &td.IncompleteError{Part: d.missing}
-	}
 	raw := &td.Raw{Now: now, Global: *d.scope("").raw(now), Inbox: map[string]*td.RawScope{}}
 	if inbox != "" {
 		raw.Inbox[inbox] = d.scope(inbox).raw(now)
