@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 )
 
 func TestClientAddr(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/skuld/throttle"

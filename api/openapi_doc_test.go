@@ -16,7 +16,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 )
 
 // loadDoc loads openapi.json with its references resolved.

@@ -13,7 +13,7 @@ import (
 	_ "github.com/glebarez/go-sqlite"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // forEachDialect runs f against a fresh, empty database of each dialect.

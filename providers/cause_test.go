@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/providertest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // Each cause is produced here by a real failure where one can be had: the

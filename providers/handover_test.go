@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // recorder is a HandoverTrace that records its calls in order.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/providertest"
 )
 
 // benchClients is the number of goroutines sending at once, well above

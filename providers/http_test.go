@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/address"
-	"github.com/nornweave/nornweave/internal/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/providertest"
 )
 
 // These tests run every HTTP provider against the same response classes:

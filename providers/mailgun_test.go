@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nornweave/nornweave/internal/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/providertest"
 )
 
 func TestMailgunRequest(t *testing.T) {

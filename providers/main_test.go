@@ -3,7 +3,7 @@ package providers
 import (
 	"testing"
 
-	"github.com/nornweave/nornweave/internal/dnstest"
+	"github.com/nornweave/nornweave/internal/testkit/dnstest"
 )
 
 // TestMain answers this package's name lookups from a DNS server on

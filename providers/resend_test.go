@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/nornweave/nornweave/core/address"
-	"github.com/nornweave/nornweave/internal/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/providertest"
 )
 
 func TestResendRequest(t *testing.T) {

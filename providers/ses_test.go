@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nornweave/nornweave/internal/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/providertest"
 )
 
 func TestSESRequest(t *testing.T) {

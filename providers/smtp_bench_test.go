@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // The two benchmarks send the same small message to a loopback smtptest

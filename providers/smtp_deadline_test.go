@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // These tests hold the promise the throttle rests on: no byte of a message

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // The README promises that a client's error never names the relay: its

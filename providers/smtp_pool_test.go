@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // Connection reuse, the MaxConns bound, redial, idle timeout and Close.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/nornweave/nornweave/core/address"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // TLS, authentication and the server's rejections, against smtptest.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/address"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // These tests talk SMTP to a real in-process server (internal/smtptest).

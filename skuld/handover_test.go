@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/address"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/skuld/throttle"
 )
 

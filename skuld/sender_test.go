@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/address"
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 )
 
 // attachmentRow is an attachment with content, as the send pipeline

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // BenchmarkCreateMessage measures the write on the send path: a message

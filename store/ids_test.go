@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 )
 
 // A key that is not text (invalid UTF-8, a NUL, a UTF-8-encoded surrogate)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 )
 
 // TestDeleteInboxWaitsForLiveSends: a send in flight (its slot not yet

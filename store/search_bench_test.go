@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // BenchmarkSearch100k measures a search as GET /v1/messages?q= runs it

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 )
 
 // sendWithSlot records a message in flight with its slot, reserved at

@@ -15,7 +15,7 @@ import (
 
 	"gorm.io/gorm/schema"
 
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // t0 is the fixed "now" of the tests; nothing here reads the clock.

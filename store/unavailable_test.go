@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 func TestLostConnection(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // TestCanonicalAddressIsWhatIsSent checks that the address the filter

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/app"
-	"github.com/nornweave/nornweave/internal/apptest"
-	"github.com/nornweave/nornweave/internal/clocktest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // TestBadInputSendRacesDeleteOnAnotherServer: two servers on one

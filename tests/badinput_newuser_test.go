@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/apptest"
-	"github.com/nornweave/nornweave/internal/clocktest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // What a new user tripped on (issue 25, "Tried as a new user would"),

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
 )
 
 // TestBinaryServesAndShutsDownGracefully runs the nornweave binary as a

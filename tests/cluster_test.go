@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/redistest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // sharedBackends are the throttle backends several servers share.

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/apptest"
-	"github.com/nornweave/nornweave/internal/clocktest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 	"github.com/nornweave/nornweave/store"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // A direct send that was still waiting for the one SMTP connection when

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/apptest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // drivers are the databases every end-to-end test runs on.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 	"github.com/nornweave/nornweave/store"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // A 200 always wins (issue 26): a reschedule or a cancel that the API

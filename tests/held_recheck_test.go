@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // TestQueuedSendNoticesASlotGivenBack: a send queued behind one in flight

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 func keyedBody(inbox, subject string) map[string]any {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/redistest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // startRefused starts the binary with env and wants it to refuse: exit

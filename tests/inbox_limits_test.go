@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/redistest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // violated returns a 429's "violated" list, joined.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // An SMTP transaction cannot outlive its send's lease (issue 15, item 1):

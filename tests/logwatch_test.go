@@ -11,8 +11,8 @@ import (
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/core/logging"
 	"github.com/nornweave/nornweave/internal/app"
-	"github.com/nornweave/nornweave/internal/apptest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // logWatch keeps every line the server logs (and shows them in the test

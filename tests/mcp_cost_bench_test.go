@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // BenchmarkMCPHostileCost measures issue 25's MCP cases against the server

@@ -16,7 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // MCP end to end: the built binary, a real SMTP server, the SDK's client;

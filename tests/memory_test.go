@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
 )
 
 // memoryPerBudgetByte is how much process memory (RSS) a byte of request

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/app"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // lossBurst is a burst of sends by concurrent clients, each sending until

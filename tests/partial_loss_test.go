@@ -12,8 +12,8 @@ import (
 
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/app"
-	"github.com/nornweave/nornweave/internal/redistest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // The bursts of the partial-loss tests: lossClients clients post up to

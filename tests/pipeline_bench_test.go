@@ -9,7 +9,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/core/clock"
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/skuld/throttle"

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/apptest"
-	"github.com/nornweave/nornweave/internal/smtptest"
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // The built binary, shared by every test that runs the server as a real

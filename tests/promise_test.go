@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // rateLimitWindow reads one window of GET /v1/rate-limit.

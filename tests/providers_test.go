@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/apptest"
-	"github.com/nornweave/nornweave/internal/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/providertest"
 )
 
 // hostedConfig points the server at a fake of provider kind.

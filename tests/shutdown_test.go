@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // TestSIGTERMDrainsSendsInFlight: SIGTERM with 100 sends in flight; each

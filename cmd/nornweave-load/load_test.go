@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
 )
 
 // startServer serves the real app (what the nornweave command runs) on

@@ -26,8 +26,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nornweave/nornweave/core/config"
-	"github.com/nornweave/nornweave/internal/redistest"
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // runIn runs the command in a fresh directory (no stray .env; any SQLite

@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/nornweave/nornweave/internal/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
 )
 
 // nornweave mcp checks only its own variables: it runs beside an agent,

@@ -11,7 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 	"github.com/nornweave/nornweave/store"
 )
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/clock"
-	"github.com/nornweave/nornweave/internal/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/throttletest"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
-	"github.com/nornweave/nornweave/internal/tcpproxy"
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/tcpproxy"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
 	"github.com/nornweave/nornweave/skuld/throttle/shared"

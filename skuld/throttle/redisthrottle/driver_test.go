@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nornweave/nornweave/internal/redistest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
 	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
 	"github.com/nornweave/nornweave/skuld/throttle/throttledriver/drivertest"
 )

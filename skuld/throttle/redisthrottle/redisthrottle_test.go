@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/nornweave/nornweave/internal/clocktest"
-	"github.com/nornweave/nornweave/internal/redistest"
-	"github.com/nornweave/nornweave/internal/tcpproxy"
+	"github.com/nornweave/nornweave/internal/testkit/clocktest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
+	"github.com/nornweave/nornweave/internal/testkit/tcpproxy"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/redisthrottle"
 	"github.com/nornweave/nornweave/skuld/throttle/shared"

@@ -15,7 +15,7 @@ import (
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/core/logging"
 	"github.com/nornweave/nornweave/internal/app"
-	"github.com/nornweave/nornweave/internal/testdb"
+	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // Config returns a valid configuration with the documented defaults: the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nornweave/nornweave/internal/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // Sent is a message as the fake saw it, whatever the provider's format.
