@@ -33,8 +33,8 @@ test:
 	@guard=$$(./scripts/netguard.sh --exec-flag) || exit 1; \
 	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m $$guard $(PKGS)"; \
 	  $(GO) test -race -count=1 -parallel 4 -timeout 25m $$guard $(PKGS) && \
-	  echo "$(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/   # byte counts: not under -race" && \
-	  $(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/
+	  echo "$(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/render/   # byte counts: not under -race" && \
+	  $(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/render/
 
 ## lint: formatting, vet, and tidy modules (go.mod and go.sum as `go mod tidy` leaves them)
 lint:
@@ -63,7 +63,7 @@ bench:
 ## fuzz: each fuzz target in turn for FUZZTIME (default 60s), one worker at a time; the corpora
 ## under testdata/fuzz are replayed by make test as ordinary tests
 FUZZTIME ?= 60s
-FUZZ_TARGETS := ./api:FuzzDecodeSend ./api:FuzzStrictJSON ./skuld:FuzzAddressFilter ./providers:FuzzBuildMIME ./skuld:FuzzMarkdown
+FUZZ_TARGETS := ./api:FuzzDecodeSend ./api:FuzzStrictJSON ./skuld:FuzzAddressFilter ./providers:FuzzBuildMIME ./skuld/render:FuzzMarkdown
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \

@@ -18,6 +18,7 @@ import (
 	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/filter"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
@@ -98,12 +99,12 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 	}
 	clock := clocktest.New(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	th := throttle.NewMemory(throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: perMinute}, throttle.Limits{}), clock)
-	filter, err := skuld.NewDomainFilter("", `blocked\.test`)
+	policy, err := filter.New("", `blocked\.test`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := &mcpEnv{t: t, out: &outbox{}, clock: clock, metrics: &toolMetrics{}}
-	sender := skuld.NewSender(skuld.Options{Store: st, Provider: env.out, Throttle: th, Filter: filter, Clock: clock})
+	sender := skuld.NewSender(skuld.Options{Store: st, Provider: env.out, Throttle: th, Filter: policy, Clock: clock})
 	srv := New(Options{Store: st, Sender: sender, Throttle: th, Clock: clock, Metrics: env.metrics,
 		EmailDomain: "acme.test", AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20,
 		AttachmentMaxCount: 2, Version: "test"})

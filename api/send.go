@@ -167,7 +167,7 @@ func (a *API) readSend(obj object) (skuld.SendRequest, error) {
 		Labels:          obj.labels("labels"),
 		Metadata:        obj.metadata("metadata"),
 	}
-	// With html alone, the text part is derived from it (skuld.PlainText).
+	// With html alone, the text part is derived from it (render.PlainText).
 	if _, given := obj.present("body"); !given && req.HTML == "" {
 		obj.add("body", "Field required unless html is given", "missing")
 	}

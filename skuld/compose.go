@@ -11,6 +11,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld/render"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -28,7 +29,7 @@ func (s *Sender) build(ctx context.Context, req SendRequest, inbox *store.Inbox,
 			return nil, nil, nil, err
 		}
 	case text == "":
-		text = PlainText(html)
+		text = render.PlainText(html)
 	}
 	id := req.MessageID
 	if id == "" {

@@ -3,40 +3,36 @@ package skuld
 import (
 	"context"
 	"errors"
-	"io"
 	"sync/atomic"
 	"testing"
 
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/parser"
-
 	"github.com/nornweave/nornweave/core/address"
+	"github.com/nornweave/nornweave/skuld/render"
 	"github.com/nornweave/nornweave/skuld/throttle"
 )
 
-// countingMarkdown counts renders and runs during, if set, in each.
-type countingMarkdown struct {
-	goldmark.Markdown
+// countingRenderer counts renders and runs during, if set, in each.
+type countingRenderer struct {
 	renders atomic.Int64
 	during  func()
 }
 
-func (c *countingMarkdown) Convert(src []byte, w io.Writer, opts ...parser.ParseOption) error {
+func (c *countingRenderer) Render(ctx context.Context, markdown string) (string, error) {
 	c.renders.Add(1)
 	if c.during != nil {
 		c.during()
 	}
-	return c.Markdown.Convert(src, w, opts...)
+	return render.New().Render(ctx, markdown)
 }
 
 // A send the throttle refuses costs no rendering (issue 17, item 2): the
 // Markdown is rendered after admission.
 func TestRefusalCostsNoRendering(t *testing.T) {
-	md := &countingMarkdown{Markdown: goldmark.New()}
+	md := &countingRenderer{}
 	st, p := newMemStore(), &fakeProvider{}
 	clock := newFakeClock()
 	s := NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(newLimiter(1), clock), Clock: clock,
-		Renderer: &Renderer{md: md}})
+		Renderer: md})
 	req := SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s", Body: "*hi*"}
 	if _, err := s.Send(context.Background(), req); err != nil {
 		t.Fatal(err)
@@ -54,11 +50,11 @@ func TestRefusalCostsNoRendering(t *testing.T) {
 // nothing is recorded or sent, and the slot is given back.
 func TestClientGoneBeforeRecordStopsTheSend(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	md := &countingMarkdown{Markdown: goldmark.New(), during: cancel}
+	md := &countingRenderer{during: cancel}
 	st, p := newMemStore(), &fakeProvider{}
 	lim, clock := newLimiter(5), newFakeClock()
 	s := NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(lim, clock), Clock: clock,
-		Renderer: &Renderer{md: md}})
+		Renderer: md})
 	_, err := s.Send(ctx, SendRequest{InboxID: "ib1", To: address.MustParseList("b@x.test"), Subject: "s", Body: "x"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Send with the client gone mid-render = %v, want context.Canceled", err)

@@ -14,6 +14,8 @@ import (
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld/filter"
+	"github.com/nornweave/nornweave/skuld/render"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
@@ -83,13 +85,18 @@ type Result struct {
 	Windows throttle.Snapshot
 }
 
+// Renderer turns a Markdown body into HTML, as *render.Renderer does.
+type Renderer interface {
+	Render(ctx context.Context, markdown string) (string, error)
+}
+
 // Options configures a Sender. Store, Provider and Throttle are required.
 type Options struct {
 	Store    Store
 	Provider Provider
 	Throttle throttle.Throttle
-	Filter   *DomainFilter // nil allows every domain
-	Renderer *Renderer     // nil: a default Renderer
+	Filter   *filter.Filter // nil allows every domain
+	Renderer Renderer       // nil: render.New()
 	Logger   *slog.Logger
 	Clock    clock.Clock // nil: the system clock
 	// Budget bounds every send (its lease, each attempt). Attempts do not
@@ -134,7 +141,7 @@ type Sender struct {
 // NewSender returns a Sender.
 func NewSender(o Options) *Sender {
 	if o.Renderer == nil {
-		o.Renderer = NewRenderer()
+		o.Renderer = render.New()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -304,7 +311,7 @@ func sizeBound(req SendRequest) int {
 	n := len(req.Body) + len(req.HTML)
 	switch {
 	case req.HTML == "":
-		n += MaxRenderedSize(len(req.Body))
+		n += render.MaxSize(len(req.Body))
 	case req.Body == "":
 		n += len(req.HTML)
 	}

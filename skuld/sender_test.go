@@ -13,6 +13,7 @@ import (
 	"github.com/nornweave/nornweave/core/address"
 	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/skuld/filter"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
@@ -180,10 +181,10 @@ func newFakeClock() *clocktest.Clock {
 
 // newTestSender returns a Sender on the in-memory throttle (perMinute
 // sends a minute, global) and a fake clock.
-func newTestSender(t *testing.T, st Store, p *fakeProvider, perMinute int, filter *DomainFilter) (*Sender, *throttle.GlobalRateLimiter) {
+func newTestSender(t *testing.T, st Store, p *fakeProvider, perMinute int, policy *filter.Filter) (*Sender, *throttle.GlobalRateLimiter) {
 	t.Helper()
 	lim, clock := newLimiter(perMinute), newFakeClock()
-	return NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(lim, clock), Filter: filter,
+	return NewSender(Options{Store: st, Provider: p, Throttle: throttle.NewMemory(lim, clock), Filter: policy,
 		Clock: clock, RetryMax: 3, RetryBackoff: time.Millisecond}), lim
 }
 
@@ -251,7 +252,7 @@ func TestSendProviderFailureGivesSlotBack(t *testing.T) {
 }
 
 func TestSendStopsEarly(t *testing.T) {
-	filter, err := NewDomainFilter("", `evil\.test`)
+	policy, err := filter.New("", `evil\.test`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestSendStopsEarly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, p := newMemStore(), &fakeProvider{}
-			s, lim := newTestSender(t, st, p, 5, filter)
+			s, lim := newTestSender(t, st, p, 5, policy)
 			_, err := s.Send(context.Background(), tt.req)
 			if !tt.want(err) {
 				t.Fatalf("Send() error = %v", err)

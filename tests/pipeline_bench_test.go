@@ -12,6 +12,7 @@ import (
 	"github.com/nornweave/nornweave/internal/testkit/testdb"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/filter"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
 	"github.com/nornweave/nornweave/store"
@@ -44,14 +45,14 @@ func benchPipeline(b *testing.B, driver string, limit int) {
 		dsn = testdb.PostgresURL(b)
 	}
 	st, inbox := benchStore(b, driver, dsn)
-	filter, err := skuld.NewDomainFilter(`(.*\.)?customer\.test`, `evil\.test`)
+	policy, err := filter.New(`(.*\.)?customer\.test`, `evil\.test`)
 	if err != nil {
 		b.Fatal(err)
 	}
 	lim := throttle.Limits{PerMinute: limit, PerHour: limit}
 	th := throttle.NewMemory(throttle.NewGlobalRateLimiter(lim, throttle.Limits{}), clock.NewSystem())
 	runSends(b, skuld.NewSender(skuld.Options{Store: st, Provider: providers.NewDemo(slog.New(slog.DiscardHandler)),
-		Throttle: th, Filter: filter}), inbox)
+		Throttle: th, Filter: policy}), inbox)
 }
 
 // benchStore opens and migrates the database dsn of driver and creates the

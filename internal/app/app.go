@@ -20,7 +20,9 @@ import (
 	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/filter"
 	"github.com/nornweave/nornweave/skuld/hold"
+	"github.com/nornweave/nornweave/skuld/render"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -96,7 +98,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		st.Close()
 		return nil, err
 	}
-	filter, err := skuld.NewDomainFilter(cfg.OutboundDomainAllowlist, cfg.OutboundDomainBlocklist)
+	policy, err := filter.New(cfg.OutboundDomainAllowlist, cfg.OutboundDomainBlocklist)
 	if err != nil {
 		a.closeAll()
 		return nil, err
@@ -138,7 +140,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
 	a.metrics.WatchHeld(st, a.clock.Now)
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
-		Filter: filter, Logger: logger, Clock: a.clock, Observer: a.metrics,
+		Filter: policy, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
 		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: queueMaxAge(cfg), EarlyMax: hold.RunnableSnooze,
 			Observer: a.metrics}})
@@ -313,7 +315,7 @@ func budgetOf(cfg config.Config) skuld.Budget {
 func largestMessage(cfg config.Config) int {
 	atts := cfg.AttachmentMaxTotalSizeMB << 20 * 4 / 3
 	body := cfg.BodyMaxSizeMB << 20
-	return atts + body + skuld.MaxRenderedSize(body) + cfg.HTMLMaxSizeMB<<20
+	return atts + body + render.MaxSize(body) + cfg.HTMLMaxSizeMB<<20
 }
 
 // keyLease is, with a shared backend, how long another server may still be

@@ -7,7 +7,7 @@
 // make test therefore runs this file in a second, short pass without
 // -race.
 
-package skuld
+package render
 
 import (
 	"math"
@@ -22,7 +22,7 @@ import (
 // goldmark allocates 100-300 bytes for each node of it, which no plain text
 // needs.
 func TestRenderMemoryIsLinear(t *testing.T) {
-	r := NewRenderer()
+	r := New()
 	// The least of three renders: what the body itself costs. One render
 	// can count more (anything else running allocates into the same
 	// counter), never less.

@@ -1,4 +1,4 @@
-package skuld
+package render
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // ordinaryMarkdown is what people and agents send: it must be rendered as
 // Markdown, never fall back to text, however long.
 func ordinaryMarkdown(t *testing.T) map[string]string {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestRenderKeepsOrdinaryMarkdown(t *testing.T) {
 			t.Errorf("%s (%d bytes) falls back to text", name, len(md))
 		}
 	}
-	r := NewRenderer()
+	r := New()
 	got, err := r.HTML("Hi **Ann**, see [the docs](https://example.com).")
 	if err != nil || got != "<p>Hi <strong>Ann</strong>, see <a href=\"https://example.com\">the docs</a>.</p>\n" {
 		t.Errorf("HTML = %q, %v", got, err)
@@ -51,7 +51,7 @@ func TestRenderKeepsOrdinaryMarkdown(t *testing.T) {
 
 // The bodies that blew goldmark up are sent as text: escaped, whole.
 func TestRenderFallsBackOnHostileMarkdown(t *testing.T) {
-	r := NewRenderer()
+	r := New()
 	for _, p := range renderPatterns() {
 		if !p.hostile {
 			continue
@@ -80,15 +80,15 @@ func TestRenderFallsBackOnHostileMarkdown(t *testing.T) {
 	}
 }
 
-// HTML bounds its output: MaxRenderedSize holds for whatever comes in.
+// HTML bounds its output: MaxSize holds for whatever comes in.
 func TestRenderOutputIsBounded(t *testing.T) {
-	r := NewRenderer()
+	r := New()
 	for _, md := range []string{"", "a", strings.Repeat("> \n\n", 1000), strings.Repeat(`"&<>'`, 1000),
 		"|" + strings.Repeat(":-:|", 200) + "\n|" + strings.Repeat("-|", 200) + "\n" + strings.Repeat("a|", 200) + "\n",
 		strings.Repeat("-\n", 5000), strings.Repeat("#\n", 5000), strings.Repeat("***\n", 3000)} {
 		got, err := r.HTML(md)
-		if err != nil || len(got) > MaxRenderedSize(len(md)) {
-			t.Errorf("HTML of %d bytes: %d bytes, %v; MaxRenderedSize %d", len(md), len(got), err, MaxRenderedSize(len(md)))
+		if err != nil || len(got) > MaxSize(len(md)) {
+			t.Errorf("HTML of %d bytes: %d bytes, %v; MaxSize %d", len(md), len(got), err, MaxSize(len(md)))
 		}
 	}
 }
@@ -96,7 +96,7 @@ func TestRenderOutputIsBounded(t *testing.T) {
 func TestRenderStopsForADoneContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NewRenderer().Render(ctx, "Hi"); !errors.Is(err, context.Canceled) {
+	if _, err := New().Render(ctx, "Hi"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Render with a cancelled context = %v, want context.Canceled", err)
 	}
 }

@@ -1,4 +1,4 @@
-package skuld
+package filter
 
 import (
 	"errors"
@@ -58,7 +58,7 @@ func TestDomainFilterCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := NewDomainFilter(tt.allow, tt.block)
+			f, err := New(tt.allow, tt.block)
 			if err != nil {
 				t.Fatalf("NewDomainFilter: %v", err)
 			}
@@ -72,7 +72,7 @@ func TestDomainFilterCheck(t *testing.T) {
 }
 
 func TestDomainFilterNil(t *testing.T) {
-	var f *DomainFilter
+	var f *Filter
 	if allowed, _, _ := f.Check(address.MustParse("bob@evil.com")); !allowed {
 		t.Error("nil filter Check: got rejected, want allowed")
 	}
@@ -82,7 +82,7 @@ func TestDomainFilterNil(t *testing.T) {
 }
 
 func TestDomainFilterRejected(t *testing.T) {
-	f, err := NewDomainFilter("", `evil\.com,.*\.ru`)
+	f, err := New("", `evil\.com,.*\.ru`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestDomainFilterRejected(t *testing.T) {
 }
 
 func TestDomainFilterRejectedAllocs(t *testing.T) {
-	f, err := NewDomainFilter(`(.*\.)?acme\.com`, `evil\.com`)
+	f, err := New(`(.*\.)?acme\.com`, `evil\.com`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestNewDomainFilterInvalidPattern(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := NewDomainFilter(tt.allow, tt.block)
+			f, err := New(tt.allow, tt.block)
 			if f != nil {
 				t.Errorf("filter: got %v, want nil", f)
 			}
@@ -186,7 +186,7 @@ func TestNewDomainFilterInvalidPattern(t *testing.T) {
 // and the part: it was split at every comma, and its fragments compiled
 // into patterns that blocked nothing of what was meant.
 func TestNewDomainFilterAmbiguousList(t *testing.T) {
-	_, err := NewDomainFilter("", `ok\.com, ev(il{1,2}\.com, bad\.org`)
+	_, err := New("", `ok\.com, ev(il{1,2}\.com, bad\.org`)
 	var pe *PatternError
 	if !errors.As(err, &pe) || pe.Variable != "OUTBOUND_DOMAIN_BLOCKLIST" ||
 		err.Error() != `OUTBOUND_DOMAIN_BLOCKLIST: ambiguous pattern "ev(il{1,2}\.com, bad\.org": "(" is never closed, so its commas cannot be told apart` {
@@ -232,7 +232,7 @@ func TestDomainPatternShortcut(t *testing.T) {
 		"\u212a.io", "evil.co\u212a", "пример.рф", "bad.org", "abc.example", "s", "S", "\u017f", "",
 	}
 	for _, src := range patterns {
-		f, err := NewDomainFilter("", src)
+		f, err := New("", src)
 		if err != nil {
 			t.Fatalf("NewDomainFilter(%q): %v", src, err)
 		}

@@ -1,4 +1,4 @@
-package skuld
+package render
 
 import (
 	"fmt"
@@ -118,7 +118,7 @@ func fill(par string, size int) string { return strings.Repeat(par, max(1, size/
 // each size, per byte: ns/B and B/B (bytes allocated per byte). Compare
 // each with plain text of the same size; BENCHMARKS.md has the table.
 func BenchmarkRenderCostPerByte(b *testing.B) {
-	r := NewRenderer()
+	r := New()
 	for _, p := range renderPatterns() {
 		for _, size := range renderSizes {
 			body := p.body(size)
@@ -147,7 +147,7 @@ func BenchmarkRenderCostPerByte(b *testing.B) {
 // nothing quadratic adds to it. Re-run it when goldmark is upgraded, and
 // keep each weight above its measure.
 func BenchmarkGoldmarkConstructCost(b *testing.B) {
-	r := NewRenderer()
+	r := New()
 	const size = 256 << 10
 	plain := repeat("hello world, this is plain text. ")(size)
 	cost := func(b *testing.B, body string) float64 {
@@ -187,7 +187,7 @@ func BenchmarkGoldmarkConstructCost(b *testing.B) {
 // and a padded table's quadratic tree). Compare with
 // BenchmarkRenderCostPerByte at 64 KB.
 func BenchmarkRenderWithoutPrescan(b *testing.B) {
-	r := NewRenderer()
+	r := New()
 	for _, p := range renderPatterns() {
 		if !p.hostile {
 			continue
@@ -197,7 +197,7 @@ func BenchmarkRenderWithoutPrescan(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			for b.Loop() {
-				w := &cappedWriter{limit: MaxRenderedSize(len(body))}
+				w := &cappedWriter{limit: MaxSize(len(body))}
 				if err := r.md.Convert([]byte(body), w); err != nil && err != errRenderedTooLarge {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package skuld
+package render
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ const (
 // body's size: on 055603e the reference body (32 KB, 26 MB of HTML)
 // allocated 86 MB, the table (7.6 KB, 400,000 padded cells) 92 MB.
 func TestRenderExpansionIsBounded(t *testing.T) {
-	r := NewRenderer()
+	r := New()
 	for _, tc := range []struct{ name, body string }{
 		{"reference used 1,600 times", hostileReferences(32 << 10)},
 		{"table padded to 400 × 1,000 cells", hostileTable(400, 1000)},
@@ -99,7 +99,7 @@ func TestRenderKeepsOrdinaryReferences(t *testing.T) {
 		fmt.Fprintf(&defs, "[d%d]: https://example.com/a/fairly/long/path/to/page-%d \"Page %d\"\n", i, i, i)
 	}
 	body := refs.String() + defs.String()
-	out, err := NewRenderer().HTML(body)
+	out, err := New().HTML(body)
 	if err != nil || !strings.Contains(out, `<a href="https://example.com/a/fairly/long/path/to/page-7" title="Page 7">the docs</a>`) {
 		t.Errorf("%d bytes of references: %.100q, %v; want them rendered", len(body), out, err)
 	}

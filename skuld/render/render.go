@@ -1,4 +1,9 @@
-package skuld
+// Package render turns a message's Markdown body into its HTML part and an
+// HTML part into its text part, at a cost bounded by the input's size:
+// Markdown that would expand faster than it grows is sent as escaped text,
+// and every rendering writes into a buffer that refuses to grow past
+// MaxSize. Pure functions: nothing here reads a database or the network.
+package render
 
 import (
 	"context"
@@ -24,15 +29,15 @@ import (
 // that nests blocks too deep, or whose tables or reference links expand
 // faster than it grows (see tooComplex and expansion), is sent as its text,
 // escaped, in a <pre> that wraps lines; so is a body whose rendering
-// reaches MaxRenderedSize, where the rendering stops (see cappedWriter).
+// reaches MaxSize, where the rendering stops (see cappedWriter).
 // The text/plain part is the body either way.
 type Renderer struct {
 	md goldmark.Markdown
 }
 
-// NewRenderer returns a Renderer for GitHub-flavoured Markdown (tables,
+// New returns a Renderer for GitHub-flavoured Markdown (tables,
 // strikethrough, autolinks, task lists). It is safe for concurrent use.
-func NewRenderer() *Renderer {
+func New() *Renderer {
 	// goldmark's default renderer, its node renderers (and those GFM adds)
 	// wrapped so that rendering stops at the cap: see stoppingRenderer.
 	r := stoppingRenderer{renderer.NewRenderer()}
@@ -49,10 +54,10 @@ const (
 	htmlSlack     = 256
 )
 
-// MaxRenderedSize is the most bytes Render returns for a body of n bytes:
+// MaxSize is the most bytes Render returns for a body of n bytes:
 // what the HTML part can add to a message's size, known before rendering
 // (for a throttle lease, say).
-func MaxRenderedSize(n int) int { return htmlExpansion*n + htmlSlack }
+func MaxSize(n int) int { return htmlExpansion*n + htmlSlack }
 
 // Render renders markdown to an HTML fragment, or returns ctx's error if
 // ctx is done first: it checks before the work starts and once it is done,
@@ -81,13 +86,13 @@ func (r *Renderer) render(markdown string) (string, error) {
 	}
 	// Ordinary Markdown comes out at about its size: start there, so the
 	// buffer seldom doubles (and never past the cap).
-	w := &cappedWriter{limit: MaxRenderedSize(len(markdown))}
+	w := &cappedWriter{limit: MaxSize(len(markdown))}
 	w.buf = make([]byte, 0, min(w.limit, len(markdown)+len(markdown)/4+512))
 	switch err := r.md.Convert([]byte(markdown), w); {
 	case errors.Is(err, errRenderedTooLarge):
 		return plainHTML(markdown), nil
 	case err != nil:
-		return "", fmt.Errorf("skuld: render markdown: %w", err)
+		return "", fmt.Errorf("render: render markdown: %w", err)
 	}
 	return string(w.buf), nil
 }

@@ -1,4 +1,7 @@
-package skuld
+// Package filter is the outbound domain policy: the allowlist and blocklist
+// of OUTBOUND_DOMAIN_ALLOWLIST and OUTBOUND_DOMAIN_BLOCKLIST, compiled once
+// and checked against each recipient's canonical domain.
+package filter
 
 import (
 	"fmt"
@@ -16,15 +19,15 @@ const (
 	blocklistVar = "OUTBOUND_DOMAIN_BLOCKLIST"
 )
 
-// A DomainFilter is the outbound recipient policy: a domain matching any
+// A Filter is the outbound recipient policy: a domain matching any
 // blocklist pattern is rejected; otherwise, if there is an allowlist, the
 // domain must match one of its patterns. Patterns match whole domains,
 // case-insensitively; a blocklist pattern also refuses the subdomains of
 // what it matches (see Check).
 //
-// A DomainFilter is immutable after NewDomainFilter and safe for concurrent
-// use. A nil *DomainFilter, or one with both lists empty, allows everything.
-type DomainFilter struct {
+// A Filter is immutable after New and safe for concurrent
+// use. A nil *Filter, or one with both lists empty, allows everything.
+type Filter struct {
 	allow, block []domainPattern
 }
 
@@ -51,13 +54,13 @@ func (p domainPattern) match(domain string, ascii bool) bool {
 	return p.re.MatchString(domain)
 }
 
-// NewDomainFilter compiles the comma-separated allowlist and blocklist
+// New compiles the comma-separated allowlist and blocklist
 // patterns, split as config.SplitPatterns splits them: at commas outside
 // groups, classes and counted repetitions, so that ev(il){1,2}\.com is one
 // pattern. Items are trimmed and empty items ignored. An invalid pattern,
 // or a list whose commas cannot be told apart, returns a *PatternError.
-func NewDomainFilter(allowlist, blocklist string) (*DomainFilter, error) {
-	f := &DomainFilter{}
+func New(allowlist, blocklist string) (*Filter, error) {
+	f := &Filter{}
 	var err error
 	if f.allow, err = compilePatterns(allowlistVar, allowlist); err != nil {
 		return nil, err
@@ -156,13 +159,13 @@ func (e *PatternError) Unwrap() error { return e.Err }
 // it unless the pattern says so, e.g. (.*\.)?acme\.com). An IP literal
 // ("[192.0.2.1]") is refused unless an allowlist pattern names it, even
 // when there is no policy at all.
-func (f *DomainFilter) Check(a address.Address) (allowed bool, domain string, pattern string) {
+func (f *Filter) Check(a address.Address) (allowed bool, domain string, pattern string) {
 	allowed, pattern = f.decide(a.Domain, a.IsIPLiteral())
 	return allowed, a.Domain, pattern
 }
 
 // decide applies the policy to a canonical (lower-case ASCII) domain.
-func (f *DomainFilter) decide(domain string, ipLiteral bool) (allowed bool, pattern string) {
+func (f *Filter) decide(domain string, ipLiteral bool) (allowed bool, pattern string) {
 	if f == nil {
 		return !ipLiteral, ""
 	}
@@ -205,7 +208,7 @@ type Rejection struct {
 
 // Rejected returns the refused recipients among addrs (to, cc, bcc, ...) in
 // order, or nil when every one is allowed, without allocating then.
-func (f *DomainFilter) Rejected(addrs ...[]address.Address) []Rejection {
+func (f *Filter) Rejected(addrs ...[]address.Address) []Rejection {
 	var out []Rejection
 	for _, list := range addrs {
 		for _, a := range list {

@@ -1,4 +1,4 @@
-package skuld
+package filter
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ func benchmarkDomainFilter(b *testing.B, n int) {
 		block = append(block, fmt.Sprintf(`(.*\.)?blocked%d\.example`, i))
 		allow = append(allow, fmt.Sprintf(`(.*\.)?partner%d\.example`, i))
 	}
-	f, err := NewDomainFilter(strings.Join(allow, ","), strings.Join(block, ","))
+	f, err := New(strings.Join(allow, ","), strings.Join(block, ","))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package skuld
+package render
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // Rendering is bounded by construction (issue 25): goldmark writes into a
-// cappedWriter that refuses to grow past MaxRenderedSize, and every node
+// cappedWriter that refuses to grow past MaxSize, and every node
 // renderer is wrapped so that the walk over the tree stops at the first
 // node after the writer refused. A body whose HTML would come out larger
 // (a reference link with a long destination used thousands of times: the
@@ -21,7 +21,7 @@ import (
 
 // errRenderedTooLarge is what the capped writer refuses with, and what the
 // walk stops with.
-var errRenderedTooLarge = errors.New("skuld: rendered HTML over its cap")
+var errRenderedTooLarge = errors.New("render: rendered HTML over its cap")
 
 // cappedWriter is a util.BufWriter (so goldmark writes to it directly,
 // with no bufio.Writer of its own in between) that holds at most limit

@@ -1,4 +1,4 @@
-package skuld
+package render
 
 import (
 	"strings"
