@@ -42,6 +42,25 @@ const connectTimeout = 5 * time.Second
 // skipped.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
+	base, u := baseURL(t)
+	admin := connect(t, base)
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	name := "nornweave_test_" + randomHex(8)
+	// name is generated here from hex digits only, so it needs no quoting
+	// beyond the identifier quotes.
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	dropAtCleanup(t, base, name)
+	u.Path = "/" + name
+	return u.String()
+}
+
+// baseURL is the server's URL from EnvURL, or DefaultURL.
+func baseURL(t testing.TB) (string, *url.URL) {
+	t.Helper()
 	base := os.Getenv(EnvURL)
 	if base == "" {
 		base = DefaultURL
@@ -50,11 +69,19 @@ func PostgresURL(t testing.TB) string {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Fatalf("%s must be a postgres:// URL, got %q", EnvURL, redact(base))
 	}
+	return base, u
+}
 
+// connect opens an administrative connection to base, or fails the test
+// with how to start PostgreSQL if it does not answer within connectTimeout.
+func connect(t testing.TB, base string) *sql.DB {
+	t.Helper()
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
 		t.Fatalf("open %s: %v", redact(base), err)
 	}
+	// One connection: the callers run one statement at a time.
+	admin.SetMaxOpenConns(1)
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	if err := admin.PingContext(ctx); err != nil {
@@ -63,15 +90,18 @@ func PostgresURL(t testing.TB) string {
 			"pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start  (or set %s)",
 			redact(base), err, EnvURL)
 	}
+	return admin
+}
 
-	name := "nornweave_test_" + randomHex(8)
-	// name is generated here from hex digits only, so it needs no quoting
-	// beyond the identifier quotes.
-	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
-		_ = admin.Close()
-		t.Fatalf("create database %s: %v", name, err)
-	}
+// dropAtCleanup drops the database name, with any connections still open
+// to it, when the test and its subtests end.
+func dropAtCleanup(t testing.TB, base, name string) {
 	t.Cleanup(func() {
+		admin, err := sql.Open("pgx", base)
+		if err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+			return
+		}
 		defer admin.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -79,9 +109,6 @@ func PostgresURL(t testing.TB) string {
 			t.Errorf("drop test database %s: %v", name, err)
 		}
 	})
-
-	u.Path = "/" + name
-	return u.String()
 }
 
 // SQLitePath returns the path of a SQLite database file that does not exist
