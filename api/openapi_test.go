@@ -149,7 +149,7 @@ func TestMetricsRouteAndLabels(t *testing.T) {
 }
 
 // MCP is not described in the document (JSON-RPC is not REST), but /docs
-// points to where it is: the README's section, which must exist.
+// points to where it is: docs/mcp.md's section, which must exist.
 func TestOpenAPILinksToTheMCPSection(t *testing.T) {
 	var doc struct {
 		Info struct{ Description string } `json:"info"`
@@ -157,14 +157,16 @@ func TestOpenAPILinksToTheMCPSection(t *testing.T) {
 	if err := json.Unmarshal(OpenAPIDocument, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(doc.Info.Description, "#use-from-an-ai-agent") {
-		t.Errorf("info.description does not link to the README's MCP section: %s", doc.Info.Description)
+	const link = "https://github.com/nornweave/nornweave/blob/main/docs/mcp.md#use-from-an-ai-agent"
+	if !strings.Contains(doc.Info.Description, "("+link+")") {
+		t.Errorf("info.description does not link to the MCP page (%s): %s", link, doc.Info.Description)
 	}
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/mcp.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "\n## Use from an AI agent\n") {
-		t.Error(`README.md has no "## Use from an AI agent" section for the link`)
+	// GitHub's anchor #use-from-an-ai-agent is this heading's, at any level.
+	if !regexp.MustCompile(`(?m)^#+ Use from an AI agent$`).Match(page) {
+		t.Error(`docs/mcp.md has no "Use from an AI agent" heading for the link`)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
-// The README promises that a client's error never names the relay: its
+// docs/security.md promises that a client's error never names the relay: its
 // address is for the operator's log. Go's network errors name both ends
 // ("read tcp 127.0.0.1:59234->127.0.0.1:18326: i/o timeout"), so every
 // way a send can fail is tried here; the timeouts at each stage are in

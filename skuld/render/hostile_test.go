@@ -89,7 +89,7 @@ func TestPlainTextStopsAtItsSource(t *testing.T) {
 // What people send with references is still rendered: a newsletter's 40
 // references, each on a line of its own, used 400 times. (Tables whose
 // padded rows come out at more than 8 bytes a byte, or that sit in a
-// quote, were sent as text on 055603e already: see README.)
+// quote, were sent as text on 055603e already: see docs/security.md.)
 func TestRenderKeepsOrdinaryReferences(t *testing.T) {
 	var refs, defs strings.Builder
 	for i := range 200 {

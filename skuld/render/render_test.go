@@ -5,16 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // ordinaryMarkdown is what people and agents send: it must be rendered as
-// Markdown, never fall back to text, however long.
+// Markdown, never fall back to text, however long. The project's own
+// README and docs/ pages are such Markdown, each alone and all together
+// (the 1,500 lines the README was before they were split up).
 func ordinaryMarkdown(t *testing.T) map[string]string {
-	readme, err := os.ReadFile("../../README.md")
+	pages, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no docs/*.md: the test reads the wrong directory")
+	}
+	docs := map[string]string{}
+	var all strings.Builder
+	for _, page := range append([]string{"../../README.md"}, pages...) {
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[strings.TrimPrefix(page, "../../")] = string(md)
+		all.Write(md)
+		all.WriteString("\n")
 	}
 	rep := func(s string, size int) string { return strings.Repeat(s, size/len(s)+1) }
 	var links, table strings.Builder
@@ -25,15 +42,19 @@ func ordinaryMarkdown(t *testing.T) map[string]string {
 	for i := 0; table.Len() < 50<<10; i++ {
 		fmt.Fprintf(&table, "| 2024-%04d | **paid** | %d.00 EUR | Ann Example, Berlin |\n", i, 100+i*7)
 	}
-	return map[string]string{
-		"README.md":   string(readme),
-		"prose":       rep("This is a paragraph with *some emphasis*, a [link](https://example.com/x), `code`, and **bold** words. It goes on for a while, as paragraphs do, with (parentheses) and numbers like 3.14.\n\n", 500<<10),
-		"link list":   links.String(),
-		"table":       table.String(),
-		"code block":  "Here is the code:\n\n```go\n" + rep("\tif x := f(a[i], *p); x < y && z>>2 != `q` { return <-ch }\n", 200<<10) + "```\n",
-		"reply chain": rep("> > > On Mon, Ann <ann@example.com> wrote:\n> > > > > quoted text of an old reply, deep down the thread\n", 100<<10),
-		"numbered":    rep("1. First step: open the *settings* page\n2. Then press **Save**\n3. Done, see https://example.com/help\n\n", 100<<10),
+	bodies := map[string]string{
+		"README.md and docs/ together": all.String(),
+		"prose":                        rep("This is a paragraph with *some emphasis*, a [link](https://example.com/x), `code`, and **bold** words. It goes on for a while, as paragraphs do, with (parentheses) and numbers like 3.14.\n\n", 500<<10),
+		"link list":                    links.String(),
+		"table":                        table.String(),
+		"code block":                   "Here is the code:\n\n```go\n" + rep("\tif x := f(a[i], *p); x < y && z>>2 != `q` { return <-ch }\n", 200<<10) + "```\n",
+		"reply chain":                  rep("> > > On Mon, Ann <ann@example.com> wrote:\n> > > > > quoted text of an old reply, deep down the thread\n", 100<<10),
+		"numbered":                     rep("1. First step: open the *settings* page\n2. Then press **Save**\n3. Done, see https://example.com/help\n\n", 100<<10),
 	}
+	for name, md := range docs {
+		bodies[name] = md
+	}
+	return bodies
 }
 
 func TestRenderKeepsOrdinaryMarkdown(t *testing.T) {
