@@ -62,8 +62,9 @@ type Option func(*App)
 
 // WithClock makes c the time of the throttle, the send pipeline, its log's
 // timers and the API, instead of the system clock: an end-to-end test
-// advances it across a window instead of waiting (STYLE 25). The job queue
-// of held mail and the HTTP server keep real time.
+// advances it across a window instead of waiting (STYLE 25). It is held
+// mail's time too (when a message is due, how long it waited); River's own
+// timing of its jobs, and the HTTP server, keep real time.
 func WithClock(c clock.Clock) Option { return func(a *App) { a.clock = c } }
 
 // New opens the database, applies migrations, restores the throttle from
@@ -119,10 +120,13 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
+	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
+	a.metrics.WatchHeld(st, a.clock.Now)
 	// The queue before the restore, which writes the lane job of a held
 	// message it gives back (store.ResolveInterrupted).
 	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
-		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone})
+		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone,
+		Clock: a.clock, MaxAge: queueMaxAge(cfg), Observer: a.metrics})
 	if err != nil {
 		a.closeAll()
 		return nil, err
@@ -137,13 +141,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		return nil, err
 	}
 	a.watcher = startWatcher(st, a.lock, a.throttle, a.backend.identity, j.identity, logger)
-	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
-	a.metrics.WatchHeld(st, a.clock.Now)
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
 		Filter: policy, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
-		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: queueMaxAge(cfg), EarlyMax: hold.RunnableSnooze,
-			Observer: a.metrics}})
+		Hold: &skuld.Hold{Store: st, Jobs: a.queue}})
 	if err := a.queue.Start(ctx, a.sender); err != nil {
 		a.closeAll()
 		return nil, err

@@ -1,5 +1,7 @@
 // Package hold dispatches held messages (scheduled, and queued when
-// throttled) with River, the job queue, on the store's own database: on
+// throttled; package skuld accepts them and writes their jobs through
+// Queue's Due and Lane) with River, the job queue, on the store's own
+// database: on
 // PostgreSQL through River's database/sql driver, on SQLite through its
 // SQLite driver, so that a job is always written in the same *sql.Tx as
 // the message it dispatches (River's pgx driver takes a pgx.Tx, which the
@@ -9,11 +11,11 @@
 // touches River's tables only through River's client. Two kinds of job:
 //
 //   - due (one per scheduled message): runs at the message's time and
-//     dispatches it (skuld.Sender.DispatchDue) if it is still scheduled for
-//     that time; a canceled or rescheduled message makes it a no-op.
+//     dispatches it (dispatchDue) if it is still scheduled for that time; a
+//     canceled or rescheduled message makes it a no-op.
 //   - lane (at most one per inbox, unique by inbox): dispatches the inbox's
 //     queued messages one at a time in the order they became due
-//     (skuld.Sender.DispatchLane), a batch per run, yielding to the other
+//     (dispatchLane), a batch per run, yielding to the other
 //     inboxes' jobs between batches. So one inbox with thousands queued
 //     holds one job, not thousands, and cannot starve another inbox's mail.
 //     The job is written in the transaction that queues a message, and
@@ -23,6 +25,11 @@
 // Every job has a finite timeout, above the longest send it can start, so
 // that River's rescuer runs again the jobs of a server that died; the
 // rescued run first recovers the sends that server left in flight.
+//
+// The send itself is the Sender's (skuld.Sender.AdmitHeld): the domain
+// filter, the throttle, the provider and the drain are the same as a
+// direct send's. This package decides when a held message goes, claims
+// it, and records its outcome.
 package hold
 
 import (
@@ -42,6 +49,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
 )
@@ -78,10 +86,23 @@ var laneUnique = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 }}
 
-// Store is what the queue needs of the store beyond the Sender's: the
-// lane's lock, which a lane's job takes before it is written.
+// Store is what the queue needs of the store: the lane's lock, which a
+// lane's job takes before it is written, and what dispatching a held
+// message reads and writes.
 type Store interface {
 	LockLane(ctx context.Context, tx *sql.Tx, inboxID string) error
+	Inbox(ctx context.Context, id string) (*store.Inbox, error)
+	DueMessage(ctx context.Context, id string) (m *store.Message, laneBusy bool, err error)
+	LaneHead(ctx context.Context, inboxID string) (*store.Message, error)
+	Attachments(ctx context.Context, f store.AttachmentFilter) ([]store.Attachment, error)
+	AttachmentContent(ctx context.Context, id string) ([]byte, error)
+	ClaimHeld(ctx context.Context, m *store.Message, slot *store.SendSlot) error
+	QueueHeld(ctx context.Context, m *store.Message, next time.Time, job store.JobTx) (*store.Message, error)
+	FailHeld(ctx context.Context, m *store.Message, reason string) (*store.Message, error)
+	FinishHeld(ctx context.Context, id string, o store.Outcome) error
+	EndLane(ctx context.Context, inboxID string, end store.JobTx) (bool, error)
+	SetNextAttempt(ctx context.Context, id string, at time.Time) error
+	RecoverSends(ctx context.Context, scope store.RecoverScope, now, before time.Time, lane store.LaneJob) (int64, error)
 }
 
 // Options configures a Queue.
@@ -106,6 +127,16 @@ type Options struct {
 	// lock): at start it runs early the jobs due within the time a dead
 	// run's River leadership may outlive it (see Start).
 	Alone bool
+	// Clock is the time of dispatch: when a held message is due, how long
+	// it has waited, a lane's run. It must be the Sender's (nil: the
+	// system clock). River's own timing keeps real time.
+	Clock clock.Clock
+	// MaxAge is how long after it became due a held message may wait for
+	// its windows or a provider that fails temporarily; past it, it fails
+	// as expired (QUEUE_MAX_AGE; default 24 h).
+	MaxAge time.Duration
+	// Observer, if set, is told the lateness of each dispatch.
+	Observer Observer
 }
 
 // Queue is the River client that dispatches held messages. It implements
@@ -114,7 +145,7 @@ type Options struct {
 type Queue struct {
 	o      Options
 	client *river.Client[*sql.Tx]
-	sender *skuld.Sender
+	d      *dispatcher // set by Start, before River runs a job
 	logger *slog.Logger
 
 	mu      sync.Mutex
@@ -136,6 +167,12 @@ const fetchCooldown = 10 * time.Millisecond
 func New(o Options) (*Queue, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.NewSystem()
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = 24 * time.Hour
 	}
 	q := &Queue{o: o, logger: o.Logger}
 	timeout := JobTimeout(o.LongestLease)
@@ -182,7 +219,8 @@ func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 	if q.started || q.stopped {
 		return errors.New("hold: queue started twice, or after Stop")
 	}
-	q.sender = s
+	q.d = &dispatcher{sender: s, store: q.o.Store, lane: q.Lane, clock: q.o.Clock, logger: q.logger,
+		maxAge: q.o.MaxAge, observer: q.o.Observer}
 	if q.o.Alone {
 		if err := q.runSoon(ctx, time.Now().Add(riverLeaderGap+schedulerInterval)); err != nil {
 			return err
@@ -296,7 +334,8 @@ func future(at time.Time) time.Time {
 const schedulerInterval = 5 * time.Second
 
 // RunnableSnooze is the longest snooze after which River makes a job
-// available itself, without its leader's scheduler (skuld.Hold.EarlyMax).
+// available itself, without its leader's scheduler: a job found early
+// waits in snoozes of at most this.
 const RunnableSnooze = schedulerInterval
 
 func wrap(err error, what string) error {
@@ -319,8 +358,7 @@ type dueWorker struct {
 func (w *dueWorker) Timeout(*river.Job[dueArgs]) time.Duration { return w.timeout }
 
 func (w *dueWorker) Work(ctx context.Context, job *river.Job[dueArgs]) error {
-	step, err := w.q.sender.DispatchDue(ctx, job.Args.MessageID, job.Args.Due, rescued(job.JobRow))
-	return result(step, err)
+	return result(w.q.d.dispatchDue(ctx, job.Args.MessageID, job.Args.Due, rescued(job.JobRow)))
 }
 
 // laneWorker runs an inbox's lane job.
@@ -345,21 +383,20 @@ func (w *laneWorker) Work(ctx context.Context, job *river.Job[laneArgs]) error {
 		}
 		return wrap(err, "complete lane job")
 	}
-	step, err := w.q.sender.DispatchLane(ctx, job.Args.InboxID, rescued(job.JobRow), end)
-	return result(step, err)
+	return result(w.q.d.dispatchLane(ctx, job.Args.InboxID, rescued(job.JobRow), end))
 }
 
 // rescued says a job ran before without finishing: its run failed, or its
 // server died and River's rescuer gave it back. A snooze is no attempt.
 func rescued(job *rivertype.JobRow) bool { return job.Attempt > 1 }
 
-// result maps a dispatch's Step to what River does with the job.
-func result(step skuld.Step, err error) error {
+// result maps a dispatch's step to what River does with the job.
+func result(s step, err error) error {
 	switch {
 	case err != nil:
 		return err
-	case step.Snooze > 0:
-		return river.JobSnooze(step.Snooze)
+	case s.snooze > 0:
+		return river.JobSnooze(s.snooze)
 	}
 	return nil
 }
@@ -436,11 +473,11 @@ const jobGrace = 30 * time.Second
 
 // JobTimeout is how long a held message's job may run before River takes
 // it for one abandoned by a dead server: a lane's batch may start sends
-// for skuld.LaneRun, and each of them ends by the end of its lease, at
-// most longestLease. The send bounds itself by its lease, so the timeout
-// never cuts one off.
+// for laneRun, and each of them ends by the end of its lease, at most
+// longestLease. The send bounds itself by its lease, so the timeout never
+// cuts one off.
 func JobTimeout(longestLease time.Duration) time.Duration {
-	return skuld.LaneRun + longestLease + jobGrace
+	return laneRun + longestLease + jobGrace
 }
 
 // RescueBound is the longest a held message whose job a dead server held
