@@ -48,6 +48,9 @@ type App struct {
 	api      *api.Server
 	version  string
 	metrics  *metrics.Metrics
+	// retryBase scales River's backoff of held-mail jobs (WithRetryBase;
+	// 0: River's own).
+	retryBase time.Duration
 }
 
 // provider is what the app needs of a provider beyond sending.
@@ -66,6 +69,14 @@ type Option func(*App)
 // mail's time too (when a message is due, how long it waited); River's own
 // timing of its jobs, and the HTTP server, keep real time.
 func WithClock(c clock.Clock) Option { return func(a *App) { a.clock = c } }
+
+// WithRetryBase scales River's backoff of a held-mail job whose dispatch
+// failed, or that its rescuer took back, from a second to base
+// (hold.ScaledRetry: attempt⁴ × base): an end-to-end test sees the job run
+// again without waiting 1 s, then 16 s (STYLE 25). Zero keeps River's.
+func WithRetryBase(base time.Duration) Option {
+	return func(a *App) { a.retryBase = base }
+}
 
 // New opens the database, applies migrations, restores the throttle from
 // the sends of the last hour, and builds the provider, the send pipeline and
@@ -124,9 +135,13 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	a.metrics.WatchHeld(st, a.clock.Now)
 	// The queue before the restore, which writes the lane job of a held
 	// message it gives back (store.ResolveInterrupted).
-	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
+	qo := hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
 		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone,
-		Clock: a.clock, MaxAge: queueMaxAge(cfg), Observer: a.metrics})
+		Clock: a.clock, MaxAge: queueMaxAge(cfg), Observer: a.metrics}
+	if a.retryBase > 0 {
+		qo.RetryPolicy = hold.ScaledRetry{Base: a.retryBase}
+	}
+	a.queue, err = hold.New(qo)
 	if err != nil {
 		a.closeAll()
 		return nil, err

@@ -137,6 +137,11 @@ type Options struct {
 	MaxAge time.Duration
 	// Observer, if set, is told the lateness of each dispatch.
 	Observer Observer
+	// RetryPolicy is when River runs again a job whose dispatch failed
+	// (the database, not the provider), or one its rescuer took back from
+	// a server that died (nil: River's default, attempt⁴ seconds).
+	// ScaledRetry shortens River's schedule for a test.
+	RetryPolicy river.ClientRetryPolicy
 }
 
 // Queue is the River client that dispatches held messages. It implements
@@ -188,6 +193,7 @@ func New(o Options) (*Queue, error) {
 		JobTimeout:           timeout,
 		RescueStuckJobsAfter: timeout,
 		MaxAttempts:          maxAttempts,
+		RetryPolicy:          o.RetryPolicy,
 		PollOnly:             true,
 	}
 	var err error
