@@ -1,11 +1,10 @@
 // Package hold dispatches held messages (scheduled, and queued when
 // throttled; package skuld accepts them and writes their jobs through
 // Queue's Due and Lane) with River, the job queue, on the store's own
-// database: on
-// PostgreSQL through River's database/sql driver, on SQLite through its
-// SQLite driver, so that a job is always written in the same *sql.Tx as
-// the message it dispatches (River's pgx driver takes a pgx.Tx, which the
-// store's gorm transactions are not).
+// database: on PostgreSQL through River's database/sql driver, on SQLite
+// through its SQLite driver, so that a job is always written in the same
+// *sql.Tx as the message it dispatches (River's pgx driver takes a pgx.Tx,
+// which the store's gorm transactions are not).
 //
 // River owns the jobs and the message's row owns the message: this package
 // touches River's tables only through River's client. Two kinds of job:
@@ -46,7 +45,6 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/nornweave/nornweave/core/clock"
@@ -407,59 +405,6 @@ func result(s step, err error) error {
 	return nil
 }
 
-// Schema is River's tables as a part of the store's database: migrated
-// by River's own migrator, after the app's migrations, by the same
-// command (store.Options.Schemas).
-func Schema(driver string) store.Schema {
-	migrator := func(db *sql.DB) (*rivermigrate.Migrator[*sql.Tx], error) {
-		return rivermigrate.New(driverOf(db, driver), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
-	}
-	return store.Schema{
-		Name: "river",
-		Migrate: func(ctx context.Context, db *sql.DB) error {
-			m, err := migrator(db)
-			if err != nil {
-				return err
-			}
-			if driver == store.DriverPostgres {
-				// Servers starting together take turns, as for the app's
-				// migrations. River applies each version in a transaction
-				// of its own (one that adds an enum value cannot share it
-				// with one that uses it), so the lock is a session's, held
-				// on a connection of its own while the pool migrates.
-				conn, err := db.Conn(ctx)
-				if err != nil {
-					return err
-				}
-				defer conn.Close()
-				if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", riverMigrateLock); err != nil {
-					return err
-				}
-				defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", riverMigrateLock) //nolint:errcheck // closing the session unlocks too
-			}
-			_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
-			return err
-		},
-		Current: func(ctx context.Context, db *sql.DB) (bool, error) {
-			m, err := migrator(db)
-			if err != nil {
-				return false, err
-			}
-			existing, err := m.ExistingVersions(ctx)
-			if err != nil {
-				// No river_migration table yet: not current.
-				return false, nil //nolint:nilerr // an empty database is simply not migrated
-			}
-			all := m.AllVersions()
-			return len(existing) > 0 && existing[len(existing)-1].Version == all[len(all)-1].Version, nil
-		},
-	}
-}
-
-// riverMigrateLock serializes River's migrations among servers starting
-// at once; arbitrary, but it must never change.
-const riverMigrateLock int64 = 0x6e6f726e72697672 // "nornrivr"
-
 // River's timings that the rescue of a dead server's jobs waits on, which
 // its Config does not expose (River v0.51.1; TestRiverAgrees checks the
 // behaviour they stand for).
@@ -493,30 +438,4 @@ func JobTimeout(longestLease time.Duration) time.Duration {
 // the rescued job available.
 func RescueBound(longestLease time.Duration) time.Duration {
 	return JobTimeout(longestLease) + riverRescueInterval + riverLeaderGap + schedulerInterval
-}
-
-// routine hands River's records on with INFO lowered to DEBUG: River's
-// INFO lines are routine ("Producer job counts" every 15 s, a maintenance
-// service's "Ran successfully"); its warnings and errors are kept.
-type routine struct{ slog.Handler }
-
-func (h routine) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.Handler.Enabled(ctx, lowered(l))
-}
-
-func (h routine) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = lowered(r.Level)
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h routine) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return routine{h.Handler.WithAttrs(attrs)}
-}
-func (h routine) WithGroup(name string) slog.Handler { return routine{h.Handler.WithGroup(name)} }
-
-func lowered(l slog.Level) slog.Level {
-	if l == slog.LevelInfo {
-		return slog.LevelDebug
-	}
-	return l
 }
