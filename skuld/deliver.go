@@ -58,7 +58,7 @@ func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Durat
 	for attempt := 1; ; attempt++ {
 		left := end - s.o.Clock.Mono()
 		providerID, sendErr = s.attempt(ctx, pm, min(attemptMax, left))
-		if sendErr == nil || !temporary(sendErr) || attempt > s.o.RetryMax || errors.Is(sendErr, errHandoverRefused) {
+		if sendErr == nil || !Temporary(sendErr) || attempt > s.o.RetryMax || errors.Is(sendErr, errHandoverRefused) {
 			break
 		}
 		wait := s.backoff(attempt, sendErr)
@@ -172,10 +172,10 @@ func (s *Sender) attempt(ctx context.Context, pm providers.Message, timeout time
 	return s.o.Provider.Send(ctx, pm)
 }
 
-// temporary reports a failure after which the message was certainly not
+// Temporary reports a failure after which the message was certainly not
 // taken and may be accepted later. A deadline that struck before the
 // provider began (waiting for a connection) is one.
-func temporary(err error) bool {
+func Temporary(err error) bool {
 	var se *providers.SendError
 	if errors.As(err, &se) {
 		return se.Temporary
@@ -283,7 +283,7 @@ func (s *Sender) handover(ctx context.Context, id string) *providers.HandoverTra
 // PostgreSQL fell from about 745 to 545 (BENCHMARKS.md, section 18). A
 // crash within it leaves the send "delivery unknown" though it never went:
 // the safe side, never sent twice. Held mail needs no such record: it is
-// claimed only once the provider has a connection for it (claimAndSend).
+// claimed only once the provider has a connection for it (Admission.Deliver).
 const waitUnrecorded = 100 * time.Millisecond
 
 // errHandoverRefused is a hand-over its record refused (a claim that lost,

@@ -27,8 +27,9 @@ func (s *Sender) leave(id uint64) {
 	s.inFlight.Done()
 }
 
-// shuttingDown reports whether Shutdown has begun.
-func (s *Sender) shuttingDown() bool {
+// ShuttingDown reports whether Shutdown has begun: a held-mail job that
+// waits in its run for a window leaves instead.
+func (s *Sender) ShuttingDown() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closing

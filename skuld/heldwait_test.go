@@ -10,7 +10,7 @@ import (
 	"github.com/nornweave/nornweave/skuld/throttle"
 )
 
-// heldWait on a fake clock: while the sends that fill a window are in
+// HeldWait on a fake clock: while the sends that fill a window are in
 // flight it asks again every heldRecheck, whatever their leases; once they
 // have committed, it waits exactly until the first of them leaves the
 // window, and the throttle admits then, not a moment later.
@@ -42,9 +42,9 @@ func TestHeldWait(t *testing.T) {
 	}
 	rl := refusal()
 	// Half of the README's second: the dispatch that follows has the rest.
-	wait := heldWait(rl)
+	wait := HeldWait(rl)
 	if wait <= 0 || wait > time.Second/2 {
-		t.Fatalf("three sends in flight: heldWait = %v, want at most 500ms (Retry-After %v)", wait, rl.RetryAfter)
+		t.Fatalf("three sends in flight: HeldWait = %v, want at most 500ms (Retry-After %v)", wait, rl.RetryAfter)
 	}
 
 	// One fails meanwhile: the next ask, wait later, is admitted.
@@ -55,7 +55,7 @@ func TestHeldWait(t *testing.T) {
 	c.Advance(wait - wait/2)
 	tk, err := th.Reserve(ctx, throttle.Request{Lease: lease})
 	if err != nil {
-		t.Fatalf("a send in flight gave its slot back; the ask heldWait later: %v, want admitted", err)
+		t.Fatalf("a send in flight gave its slot back; the ask HeldWait later: %v, want admitted", err)
 	}
 	flying[0] = tk
 
@@ -70,13 +70,13 @@ func TestHeldWait(t *testing.T) {
 	c.Advance(4 * time.Second) // 24.8 s
 	rl = refusal()
 	want := 81*time.Second - c.Mono()
-	if got := heldWait(rl); got != want {
-		t.Fatalf("three sends committed at 20.8 s, asked at %v: heldWait = %v, want %v (Retry-After %v)", c.Mono(), got, want, rl.RetryAfter)
+	if got := HeldWait(rl); got != want {
+		t.Fatalf("three sends committed at 20.8 s, asked at %v: HeldWait = %v, want %v (Retry-After %v)", c.Mono(), got, want, rl.RetryAfter)
 	}
 	c.Advance(want - time.Nanosecond)
 	refusal()
 	c.Advance(time.Nanosecond)
 	if _, err := th.Reserve(ctx, throttle.Request{Lease: lease}); err != nil {
-		t.Fatalf("at the time heldWait gave: %v, want admitted", err)
+		t.Fatalf("at the time HeldWait gave: %v, want admitted", err)
 	}
 }

@@ -10,58 +10,38 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// HeldStore is what holding messages needs from persistence, beyond Store.
+// HeldStore is what accepting and changing held messages needs from
+// persistence, beyond Store; package hold's jobs dispatch them.
 type HeldStore interface {
-	DueMessage(ctx context.Context, id string) (m *store.Message, laneBusy bool, err error)
-	Attachments(ctx context.Context, f store.AttachmentFilter) ([]store.Attachment, error)
-	AttachmentContent(ctx context.Context, id string) ([]byte, error)
 	CreateHeldMessage(ctx context.Context, m *store.Message, atts []store.Attachment, newThread *store.Thread, job store.JobTx) error
-	ClaimHeld(ctx context.Context, m *store.Message, slot *store.SendSlot) error
 	CancelHeld(ctx context.Context, id string) (*store.Message, error)
 	RescheduleHeld(ctx context.Context, id string, at time.Time, job store.JobTx) (*store.Message, error)
-	QueueHeld(ctx context.Context, m *store.Message, next time.Time, job store.JobTx) (*store.Message, error)
-	FailHeld(ctx context.Context, m *store.Message, reason string) (*store.Message, error)
-	FinishHeld(ctx context.Context, id string, o store.Outcome) error
 	LaneHead(ctx context.Context, inboxID string) (*store.Message, error)
-	EndLane(ctx context.Context, inboxID string, end store.JobTx) (bool, error)
-	SetNextAttempt(ctx context.Context, id string, at time.Time) error
-	RecoverSends(ctx context.Context, scope store.RecoverScope, now, before time.Time, lane store.LaneJob) (int64, error)
 }
 
 // Jobs writes the jobs that dispatch held messages (package hold does it
 // with River), each returned as a store.JobTx so that it is written in the
 // transaction that changes the message.
 type Jobs interface {
-	// Due is the job that runs DispatchDue for message id at at.
+	// Due is the job that sends scheduled message id at at, if it is
+	// still scheduled for then.
 	Due(id string, at time.Time) store.JobTx
 	// Lane makes sure the inbox's lane has a job, runnable from at, that
-	// runs DispatchLane; a lane has one job at most.
+	// sends its queued messages; a lane has one job at most.
 	Lane(inboxID string, at time.Time) store.JobTx
 }
 
 // Hold configures held sends: scheduled ones and those queued when
-// throttled. A Sender without one refuses them (ErrNoHold).
+// throttled. The Sender accepts them, records each with its job, and
+// cancels or reschedules them; package hold's jobs send them (AdmitHeld).
+// A Sender without Hold refuses them (ErrNoHold).
 type Hold struct {
 	Store HeldStore
 	Jobs  Jobs
-	// MaxAge is how long after it became due a held message may wait for
-	// its windows or a provider that fails temporarily; past it, it fails
-	// as expired (default 24 h).
-	MaxAge time.Duration
-	// EarlyMax is the longest snooze the job queue keeps runnable without
-	// its leader (hold.RunnableSnooze): a job found early waits in snoozes
-	// of at most this (default 1 s).
-	EarlyMax time.Duration
-	// Observer, if set, is told the lateness of each dispatch.
-	Observer HoldObserver
 }
 
 // ErrNoHold refuses a scheduled or queued send on a Sender without Hold.
 var ErrNoHold = errors.New("skuld: held sends are not configured")
-
-// expiredError is what a held message that waited too long records; the
-// janitor's ExpireHeld records the same.
-const expiredError = store.ExpiredError
 
 // Schedule accepts req to be sent at at: it is loaded, checked against the
 // domain filter and rendered now, like a send, and recorded as scheduled

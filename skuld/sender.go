@@ -243,7 +243,7 @@ func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
 			s.o.Observer.Refused(rl.Windows())
 			s.refusals.refused(ctx, rl)
 			if queue {
-				return s.queue(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(heldWait(rl)), rl.Snapshot)
+				return s.queue(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(HeldWait(rl)), rl.Snapshot)
 			}
 		}
 		return Result{}, err

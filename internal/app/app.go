@@ -48,6 +48,9 @@ type App struct {
 	api      *api.Server
 	version  string
 	metrics  *metrics.Metrics
+	// retryBase scales River's backoff of held-mail jobs (WithRetryBase;
+	// 0: River's own).
+	retryBase time.Duration
 }
 
 // provider is what the app needs of a provider beyond sending.
@@ -62,9 +65,18 @@ type Option func(*App)
 
 // WithClock makes c the time of the throttle, the send pipeline, its log's
 // timers and the API, instead of the system clock: an end-to-end test
-// advances it across a window instead of waiting (STYLE 25). The job queue
-// of held mail and the HTTP server keep real time.
+// advances it across a window instead of waiting (STYLE 25). It is held
+// mail's time too (when a message is due, how long it waited); River's own
+// timing of its jobs, and the HTTP server, keep real time.
 func WithClock(c clock.Clock) Option { return func(a *App) { a.clock = c } }
+
+// WithRetryBase scales River's backoff of a held-mail job whose dispatch
+// failed, or that its rescuer took back, from a second to base
+// (hold.ScaledRetry: attempt⁴ × base): an end-to-end test sees the job run
+// again without waiting 1 s, then 16 s (STYLE 25). Zero keeps River's.
+func WithRetryBase(base time.Duration) Option {
+	return func(a *App) { a.retryBase = base }
+}
 
 // New opens the database, applies migrations, restores the throttle from
 // the sends of the last hour, and builds the provider, the send pipeline and
@@ -119,10 +131,17 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
+	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
+	a.metrics.WatchHeld(st, a.clock.Now)
 	// The queue before the restore, which writes the lane job of a held
 	// message it gives back (store.ResolveInterrupted).
-	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
-		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone})
+	qo := hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
+		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone,
+		Clock: a.clock, MaxAge: queueMaxAge(cfg), Observer: a.metrics}
+	if a.retryBase > 0 {
+		qo.RetryPolicy = hold.ScaledRetry{Base: a.retryBase}
+	}
+	a.queue, err = hold.New(qo)
 	if err != nil {
 		a.closeAll()
 		return nil, err
@@ -137,13 +156,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		return nil, err
 	}
 	a.watcher = startWatcher(st, a.lock, a.throttle, a.backend.identity, j.identity, logger)
-	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
-	a.metrics.WatchHeld(st, a.clock.Now)
 	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
 		Filter: policy, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
-		Hold: &skuld.Hold{Store: st, Jobs: a.queue, MaxAge: queueMaxAge(cfg), EarlyMax: hold.RunnableSnooze,
-			Observer: a.metrics}})
+		Hold: &skuld.Hold{Store: st, Jobs: a.queue}})
 	if err := a.queue.Start(ctx, a.sender); err != nil {
 		a.closeAll()
 		return nil, err

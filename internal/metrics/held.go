@@ -29,7 +29,7 @@ func (m *Metrics) WatchHeld(src HeldSource, now func() time.Time) {
 	m.reg.MustRegister(&heldCollector{src: src, now: now})
 }
 
-// Dispatched implements skuld.HoldObserver: the lateness of one held
+// Dispatched implements hold.Observer: the lateness of one held
 // message sent, its send time less its scheduled time.
 func (m *Metrics) Dispatched(lateness time.Duration) {
 	m.lateness.Observe(max(lateness, 0).Seconds())

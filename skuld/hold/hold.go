@@ -1,19 +1,20 @@
 // Package hold dispatches held messages (scheduled, and queued when
-// throttled) with River, the job queue, on the store's own database: on
-// PostgreSQL through River's database/sql driver, on SQLite through its
-// SQLite driver, so that a job is always written in the same *sql.Tx as
-// the message it dispatches (River's pgx driver takes a pgx.Tx, which the
-// store's gorm transactions are not).
+// throttled; package skuld accepts them and writes their jobs through
+// Queue's Due and Lane) with River, the job queue, on the store's own
+// database: on PostgreSQL through River's database/sql driver, on SQLite
+// through its SQLite driver, so that a job is always written in the same
+// *sql.Tx as the message it dispatches (River's pgx driver takes a pgx.Tx,
+// which the store's gorm transactions are not).
 //
 // River owns the jobs and the message's row owns the message: this package
 // touches River's tables only through River's client. Two kinds of job:
 //
 //   - due (one per scheduled message): runs at the message's time and
-//     dispatches it (skuld.Sender.DispatchDue) if it is still scheduled for
-//     that time; a canceled or rescheduled message makes it a no-op.
+//     dispatches it (dispatchDue) if it is still scheduled for that time; a
+//     canceled or rescheduled message makes it a no-op.
 //   - lane (at most one per inbox, unique by inbox): dispatches the inbox's
 //     queued messages one at a time in the order they became due
-//     (skuld.Sender.DispatchLane), a batch per run, yielding to the other
+//     (dispatchLane), a batch per run, yielding to the other
 //     inboxes' jobs between batches. So one inbox with thousands queued
 //     holds one job, not thousands, and cannot starve another inbox's mail.
 //     The job is written in the transaction that queues a message, and
@@ -23,6 +24,11 @@
 // Every job has a finite timeout, above the longest send it can start, so
 // that River's rescuer runs again the jobs of a server that died; the
 // rescued run first recovers the sends that server left in flight.
+//
+// The send itself is the Sender's (skuld.Sender.AdmitHeld): the domain
+// filter, the throttle, the provider and the drain are the same as a
+// direct send's. This package decides when a held message goes, claims
+// it, and records its outcome.
 package hold
 
 import (
@@ -39,9 +45,9 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/store"
 )
@@ -78,10 +84,23 @@ var laneUnique = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
 }}
 
-// Store is what the queue needs of the store beyond the Sender's: the
-// lane's lock, which a lane's job takes before it is written.
+// Store is what the queue needs of the store: the lane's lock, which a
+// lane's job takes before it is written, and what dispatching a held
+// message reads and writes.
 type Store interface {
 	LockLane(ctx context.Context, tx *sql.Tx, inboxID string) error
+	Inbox(ctx context.Context, id string) (*store.Inbox, error)
+	DueMessage(ctx context.Context, id string) (m *store.Message, laneBusy bool, err error)
+	LaneHead(ctx context.Context, inboxID string) (*store.Message, error)
+	Attachments(ctx context.Context, f store.AttachmentFilter) ([]store.Attachment, error)
+	AttachmentContent(ctx context.Context, id string) ([]byte, error)
+	ClaimHeld(ctx context.Context, m *store.Message, slot *store.SendSlot) error
+	QueueHeld(ctx context.Context, m *store.Message, next time.Time, job store.JobTx) (*store.Message, error)
+	FailHeld(ctx context.Context, m *store.Message, reason string) (*store.Message, error)
+	FinishHeld(ctx context.Context, id string, o store.Outcome) error
+	EndLane(ctx context.Context, inboxID string, end store.JobTx) (bool, error)
+	SetNextAttempt(ctx context.Context, id string, at time.Time) error
+	RecoverSends(ctx context.Context, scope store.RecoverScope, now, before time.Time, lane store.LaneJob) (int64, error)
 }
 
 // Options configures a Queue.
@@ -106,6 +125,21 @@ type Options struct {
 	// lock): at start it runs early the jobs due within the time a dead
 	// run's River leadership may outlive it (see Start).
 	Alone bool
+	// Clock is the time of dispatch: when a held message is due, how long
+	// it has waited, a lane's run. It must be the Sender's (nil: the
+	// system clock). River's own timing keeps real time.
+	Clock clock.Clock
+	// MaxAge is how long after it became due a held message may wait for
+	// its windows or a provider that fails temporarily; past it, it fails
+	// as expired (QUEUE_MAX_AGE; default 24 h).
+	MaxAge time.Duration
+	// Observer, if set, is told the lateness of each dispatch.
+	Observer Observer
+	// RetryPolicy is when River runs again a job whose dispatch failed
+	// (the database, not the provider), or one its rescuer took back from
+	// a server that died (nil: River's default, attempt⁴ seconds).
+	// ScaledRetry shortens River's schedule for a test.
+	RetryPolicy river.ClientRetryPolicy
 }
 
 // Queue is the River client that dispatches held messages. It implements
@@ -114,7 +148,7 @@ type Options struct {
 type Queue struct {
 	o      Options
 	client *river.Client[*sql.Tx]
-	sender *skuld.Sender
+	d      *dispatcher // set by Start, before River runs a job
 	logger *slog.Logger
 
 	mu      sync.Mutex
@@ -137,6 +171,12 @@ func New(o Options) (*Queue, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Clock == nil {
+		o.Clock = clock.NewSystem()
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = 24 * time.Hour
+	}
 	q := &Queue{o: o, logger: o.Logger}
 	timeout := JobTimeout(o.LongestLease)
 	workers := river.NewWorkers()
@@ -151,6 +191,7 @@ func New(o Options) (*Queue, error) {
 		JobTimeout:           timeout,
 		RescueStuckJobsAfter: timeout,
 		MaxAttempts:          maxAttempts,
+		RetryPolicy:          o.RetryPolicy,
 		PollOnly:             true,
 	}
 	var err error
@@ -182,7 +223,8 @@ func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 	if q.started || q.stopped {
 		return errors.New("hold: queue started twice, or after Stop")
 	}
-	q.sender = s
+	q.d = &dispatcher{sender: s, store: q.o.Store, lane: q.Lane, clock: q.o.Clock, logger: q.logger,
+		maxAge: q.o.MaxAge, observer: q.o.Observer}
 	if q.o.Alone {
 		if err := q.runSoon(ctx, time.Now().Add(riverLeaderGap+schedulerInterval)); err != nil {
 			return err
@@ -296,7 +338,8 @@ func future(at time.Time) time.Time {
 const schedulerInterval = 5 * time.Second
 
 // RunnableSnooze is the longest snooze after which River makes a job
-// available itself, without its leader's scheduler (skuld.Hold.EarlyMax).
+// available itself, without its leader's scheduler: a job found early
+// waits in snoozes of at most this.
 const RunnableSnooze = schedulerInterval
 
 func wrap(err error, what string) error {
@@ -319,8 +362,7 @@ type dueWorker struct {
 func (w *dueWorker) Timeout(*river.Job[dueArgs]) time.Duration { return w.timeout }
 
 func (w *dueWorker) Work(ctx context.Context, job *river.Job[dueArgs]) error {
-	step, err := w.q.sender.DispatchDue(ctx, job.Args.MessageID, job.Args.Due, rescued(job.JobRow))
-	return result(step, err)
+	return result(w.q.d.dispatchDue(ctx, job.Args.MessageID, job.Args.Due, rescued(job.JobRow)))
 }
 
 // laneWorker runs an inbox's lane job.
@@ -345,77 +387,23 @@ func (w *laneWorker) Work(ctx context.Context, job *river.Job[laneArgs]) error {
 		}
 		return wrap(err, "complete lane job")
 	}
-	step, err := w.q.sender.DispatchLane(ctx, job.Args.InboxID, rescued(job.JobRow), end)
-	return result(step, err)
+	return result(w.q.d.dispatchLane(ctx, job.Args.InboxID, rescued(job.JobRow), end))
 }
 
 // rescued says a job ran before without finishing: its run failed, or its
 // server died and River's rescuer gave it back. A snooze is no attempt.
 func rescued(job *rivertype.JobRow) bool { return job.Attempt > 1 }
 
-// result maps a dispatch's Step to what River does with the job.
-func result(step skuld.Step, err error) error {
+// result maps a dispatch's step to what River does with the job.
+func result(s step, err error) error {
 	switch {
 	case err != nil:
 		return err
-	case step.Snooze > 0:
-		return river.JobSnooze(step.Snooze)
+	case s.snooze > 0:
+		return river.JobSnooze(s.snooze)
 	}
 	return nil
 }
-
-// Schema is River's tables as a part of the store's database: migrated
-// by River's own migrator, after the app's migrations, by the same
-// command (store.Options.Schemas).
-func Schema(driver string) store.Schema {
-	migrator := func(db *sql.DB) (*rivermigrate.Migrator[*sql.Tx], error) {
-		return rivermigrate.New(driverOf(db, driver), &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
-	}
-	return store.Schema{
-		Name: "river",
-		Migrate: func(ctx context.Context, db *sql.DB) error {
-			m, err := migrator(db)
-			if err != nil {
-				return err
-			}
-			if driver == store.DriverPostgres {
-				// Servers starting together take turns, as for the app's
-				// migrations. River applies each version in a transaction
-				// of its own (one that adds an enum value cannot share it
-				// with one that uses it), so the lock is a session's, held
-				// on a connection of its own while the pool migrates.
-				conn, err := db.Conn(ctx)
-				if err != nil {
-					return err
-				}
-				defer conn.Close()
-				if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", riverMigrateLock); err != nil {
-					return err
-				}
-				defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", riverMigrateLock) //nolint:errcheck // closing the session unlocks too
-			}
-			_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
-			return err
-		},
-		Current: func(ctx context.Context, db *sql.DB) (bool, error) {
-			m, err := migrator(db)
-			if err != nil {
-				return false, err
-			}
-			existing, err := m.ExistingVersions(ctx)
-			if err != nil {
-				// No river_migration table yet: not current.
-				return false, nil //nolint:nilerr // an empty database is simply not migrated
-			}
-			all := m.AllVersions()
-			return len(existing) > 0 && existing[len(existing)-1].Version == all[len(all)-1].Version, nil
-		},
-	}
-}
-
-// riverMigrateLock serializes River's migrations among servers starting
-// at once; arbitrary, but it must never change.
-const riverMigrateLock int64 = 0x6e6f726e72697672 // "nornrivr"
 
 // River's timings that the rescue of a dead server's jobs waits on, which
 // its Config does not expose (River v0.51.1; TestRiverAgrees checks the
@@ -436,11 +424,11 @@ const jobGrace = 30 * time.Second
 
 // JobTimeout is how long a held message's job may run before River takes
 // it for one abandoned by a dead server: a lane's batch may start sends
-// for skuld.LaneRun, and each of them ends by the end of its lease, at
-// most longestLease. The send bounds itself by its lease, so the timeout
-// never cuts one off.
+// for laneRun, and each of them ends by the end of its lease, at most
+// longestLease. The send bounds itself by its lease, so the timeout never
+// cuts one off.
 func JobTimeout(longestLease time.Duration) time.Duration {
-	return skuld.LaneRun + longestLease + jobGrace
+	return laneRun + longestLease + jobGrace
 }
 
 // RescueBound is the longest a held message whose job a dead server held
@@ -450,30 +438,4 @@ func JobTimeout(longestLease time.Duration) time.Duration {
 // the rescued job available.
 func RescueBound(longestLease time.Duration) time.Duration {
 	return JobTimeout(longestLease) + riverRescueInterval + riverLeaderGap + schedulerInterval
-}
-
-// routine hands River's records on with INFO lowered to DEBUG: River's
-// INFO lines are routine ("Producer job counts" every 15 s, a maintenance
-// service's "Ran successfully"); its warnings and errors are kept.
-type routine struct{ slog.Handler }
-
-func (h routine) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.Handler.Enabled(ctx, lowered(l))
-}
-
-func (h routine) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = lowered(r.Level)
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h routine) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return routine{h.Handler.WithAttrs(attrs)}
-}
-func (h routine) WithGroup(name string) slog.Handler { return routine{h.Handler.WithGroup(name)} }
-
-func lowered(l slog.Level) slog.Level {
-	if l == slog.LevelInfo {
-		return slog.LevelDebug
-	}
-	return l
 }
