@@ -115,12 +115,12 @@ func (a *API) toolHandler(t mcpTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		out, body, err := a.runTool(ctx, t, req.Params.Arguments)
 		if err != nil {
-			p := a.classify(ctx, err, slog.String("tool", name))
+			p := a.Classify(ctx, err, slog.String("tool", name))
 			a.Metrics.ToolCall(name, p.Code)
 			return refusalResult(p), nil
 		}
 		if err := a.answerFits(ctx, body); err != nil {
-			p := a.classify(ctx, err, slog.String("tool", name))
+			p := a.Classify(ctx, err, slog.String("tool", name))
 			a.Metrics.ToolCall(name, p.Code)
 			return refusalResult(p), nil
 		}
@@ -202,7 +202,7 @@ type toolRefusal struct {
 }
 
 // refusalResult is p as a tool result an agent can act on.
-func refusalResult(p problem) *mcp.CallToolResult {
+func refusalResult(p Problem) *mcp.CallToolResult {
 	r := toolRefusal{Code: p.Code, Detail: p.Detail, RetryAfterSeconds: p.RetryAfter, Violated: p.Violated,
 		Errors: p.Fields}
 	body, _ := marshalNoEscape(r) // strings, ints and FieldErrors always marshal
@@ -211,7 +211,7 @@ func refusalResult(p problem) *mcp.CallToolResult {
 }
 
 // refusalText is the sentence a model reads: what happened and what to do.
-func refusalText(p problem) string {
+func refusalText(p Problem) string {
 	switch p.Code {
 	case "rate_limited":
 		return fmt.Sprintf("%s. Nothing was sent. Try again in %d second%s, with the same idempotency_key; "+
@@ -234,7 +234,7 @@ func refusalText(p problem) string {
 // error's location is names and indexes.
 func schemaOptions() *jsonschema.ForOptions {
 	return &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[timestamp](): {Type: "string", Description: "RFC 3339 time, UTC"},
+		reflect.TypeFor[Timestamp](): {Type: "string", Description: "RFC 3339 time, UTC"},
 		reflect.TypeFor[[]any](): {Type: "array", Items: &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
 			{Type: "string"}, {Type: "integer"}}}},
 	}}

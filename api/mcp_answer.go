@@ -11,9 +11,9 @@ import (
 // answer holds its share of REQUESTS_IN_FLIGHT_MB until it is written.
 
 // maxToolResult caps the JSON of a tool's structuredContent: the REST
-// page's maxPageBytes. A list longer than that is cut, after at least one
+// page's MaxPageBytes. A list longer than that is cut, after at least one
 // item, and says where the next page starts.
-const maxToolResult = maxPageBytes
+const maxToolResult = MaxPageBytes
 
 // pageEnvelope is room kept in maxToolResult for a page's fields other
 // than its items.
@@ -79,11 +79,11 @@ func holdForAnswer(ctx context.Context, release func()) {
 }
 
 // chargeAnswer takes n bytes of the in-flight budget until the answer is
-// written, waiting as a large request does (takeInFlight); an answer up
+// written, waiting as a large request does (TakeInFlight); an answer up
 // to smallRequest takes nothing, as a small request does not, so a small
 // answer never queues behind a large send.
 func (a *API) chargeAnswer(ctx context.Context, n int64) error {
-	release, err := a.takeInFlight(ctx, n)
+	release, err := a.TakeInFlight(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ type toolList[T any] struct {
 }
 
 // pageOf is l as a tool answers it: cut to fit maxToolResult.
-func pageOf[T any](l list[T], offset, limit int) toolList[T] {
+func pageOf[T any](l List[T], offset, limit int) toolList[T] {
 	items, next := fitPage(l.Items, offset, limit, false)
 	return toolList[T]{Items: items, Count: len(items), NextOffset: next}
 }

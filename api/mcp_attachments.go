@@ -20,19 +20,19 @@ type listAttachmentsArgs struct {
 	Offset    int    `json:"offset,omitempty" jsonschema:"how many to skip (default 0)"`
 }
 
-func (a *API) toolListAttachments(ctx context.Context, args object) (toolList[attachmentResponse], error) {
+func (a *API) toolListAttachments(ctx context.Context, args object) (toolList[AttachmentResponse], error) {
 	args.forbidExtra("message_id", "thread_id", "inbox_id", "limit", "offset")
-	q := attachmentQuery{MessageID: args.str("message_id", false, 0, 0), ThreadID: args.str("thread_id", false, 0, 0),
+	q := AttachmentQuery{MessageID: args.str("message_id", false, 0, 0), ThreadID: args.str("thread_id", false, 0, 0),
 		InboxID: args.str("inbox_id", false, 0, 0),
-		Limit:   args.integer("limit", defaultAttachmentLimit, 1, maxAttachmentLimit),
+		Limit:   args.integer("limit", DefaultAttachmentLimit, 1, MaxAttachmentLimit),
 		Offset:  args.integer("offset", 0, 0, 1<<31-1)}
-	if field, msg, typ := q.filterProblem(); field != "" {
+	if field, msg, typ := q.FilterProblem(); field != "" {
 		args.add(field, msg, typ)
 	}
 	if err := args.err(); err != nil {
-		return toolList[attachmentResponse]{}, err
+		return toolList[AttachmentResponse]{}, err
 	}
-	l, err := a.attachments(ctx, q)
+	l, err := a.Attachments(ctx, q)
 	return pageOf(l, q.Offset, q.Limit), err
 }
 
@@ -44,25 +44,25 @@ type getAttachmentContentArgs struct {
 // for files up to maxToolAttachment; a larger one is refused with the
 // route that streams it. The content counts against the in-flight budget
 // until the answer is written, as a download's does until it is sent.
-func (a *API) toolGetAttachmentContent(ctx context.Context, args object) (attachmentContent, error) {
+func (a *API) toolGetAttachmentContent(ctx context.Context, args object) (AttachmentContent, error) {
 	args.forbidExtra("attachment_id")
 	id := args.str("attachment_id", true, 1, 0)
 	if err := args.err(); err != nil {
-		return attachmentContent{}, err
+		return AttachmentContent{}, err
 	}
-	att, err := a.attachment(ctx, id)
+	att, err := a.Attachment(ctx, id)
 	if err != nil {
-		return attachmentContent{}, err
+		return AttachmentContent{}, err
 	}
 	if att.Size > maxToolAttachment {
-		return attachmentContent{}, newError(http.StatusRequestEntityTooLarge, "attachment_too_large", fmt.Sprintf(
+		return AttachmentContent{}, newError(http.StatusRequestEntityTooLarge, "attachment_too_large", fmt.Sprintf(
 			"Attachment %s is %d bytes, more than get_attachment_content returns (%d MiB); download it from "+
 				"GET /v1/attachments/%s/content on this server (with the API key), which streams it",
 			id, att.Size, maxToolAttachment>>20, url.PathEscape(id)))
 	}
-	f, err := a.openAttachment(ctx, id)
+	f, err := a.OpenAttachment(ctx, id)
 	if err != nil {
-		return attachmentContent{}, err
+		return AttachmentContent{}, err
 	}
 	holdForAnswer(ctx, f.Close)
 	return f.Base64(), nil

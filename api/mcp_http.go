@@ -50,7 +50,7 @@ func (a *API) serveMCP(c echo.Context, sdk http.Handler) error {
 	req := c.Request()
 	body, err := io.ReadAll(io.LimitReader(req.Body, a.bodyLimit+1))
 	if err != nil {
-		return readError(err)
+		return ReadError(err)
 	}
 	if int64(len(body)) > a.bodyLimit {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge) // the API's payload_too_large
@@ -174,14 +174,14 @@ func (a *API) sdkRefusal(c echo.Context, status int, text string, id json.RawMes
 			return rpcErrorStatus(c, status, id, e.code, detail)
 		}
 	}
-	p := a.httpErrorProblem(echo.NewHTTPError(status))
+	p := a.HTTPErrorProblem(echo.NewHTTPError(status))
 	switch {
 	case status == http.StatusRequestEntityTooLarge || detail == "":
 		detail = p.Detail
 	case status == http.StatusBadRequest:
 		p.Code = "bad_request"
 	}
-	return c.JSON(status, errorBody{Detail: detail, Code: p.Code})
+	return c.JSON(status, ErrorBody{Detail: detail, Code: p.Code})
 }
 
 // mcpWriter is the SDK's ResponseWriter. A text/plain error is held back

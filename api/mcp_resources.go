@@ -26,7 +26,7 @@ func (a *API) addResources(s *mcp.Server) {
 		URITemplate: "email://inbox/{id}/recent", MIMEType: "application/json",
 		Description: "The 10 conversations of an inbox with the latest activity, as list_threads returns them."},
 		a.resource("email://inbox/", "/recent", "application/json", func(ctx context.Context, id string) (string, error) {
-			out, err := a.threadPage(ctx, id, recentThreads, 0)
+			out, err := a.Threads(ctx, id, recentThreads, 0)
 			if err != nil {
 				return "", err
 			}
@@ -53,14 +53,14 @@ func (a *API) resource(prefix, suffix, mimeType string, read func(ctx context.Co
 		}
 		text, err := read(ctx, id)
 		if err != nil {
-			p := a.classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
+			p := a.Classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
 			if p.Code == "not_found" {
 				return nil, mcp.ResourceNotFoundError(uri)
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
 		}
 		if err := a.chargeAnswer(ctx, answerCopies*int64(len(text))); err != nil {
-			p := a.classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
+			p := a.Classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
 		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}}, nil
@@ -74,8 +74,8 @@ type threadResult struct {
 	Subject  string          `json:"subject"`
 	Summary  *string         `json:"summary"`
 	Markdown string          `json:"markdown" jsonschema:"the conversation as Markdown, oldest message first"`
-	Messages []threadMessage `json:"messages" jsonschema:"the messages, oldest first; outbound mail is role assistant, written by the inbox"`
-	// Truncated is set when the text passed maxPageBytes.
+	Messages []ThreadMessage `json:"messages" jsonschema:"the messages, oldest first; outbound mail is role assistant, written by the inbox"`
+	// Truncated is set when the text passed MaxPageBytes.
 	Truncated bool `json:"truncated" jsonschema:"true when the conversation is longer than one answer holds (8 MB of text): the newest messages are left out; read them with list_messages"`
 }
 
@@ -85,27 +85,27 @@ func (r threadResult) toolText() string { return r.Markdown }
 var errTruncated = errors.New("answer full")
 
 // threadView reads a thread as get_thread and email://thread/{id} show
-// it: every message up to maxPageBytes of text, oldest first, as Markdown
+// it: every message up to MaxPageBytes of text, oldest first, as Markdown
 // and as data.
 func (a *API) threadView(ctx context.Context, id string) (threadResult, error) {
-	t, err := a.thread(ctx, id)
+	t, err := a.Thread(ctx, id)
 	if err != nil {
 		return threadResult{}, err
 	}
-	msgs, err := a.conversation(ctx, t)
+	msgs, err := a.Conversation(ctx, t)
 	if err != nil {
 		return threadResult{}, err
 	}
-	out := threadResult{ID: t.ID, Subject: t.Subject, Summary: t.Summary, Messages: []threadMessage{}}
+	out := threadResult{ID: t.ID, Subject: t.Subject, Summary: t.Summary, Messages: []ThreadMessage{}}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# %s\n\n", oneLine(t.Subject))
 	size := 0
-	err = a.walkBodies(ctx, msgs, func(i int, m *store.Message) error {
+	err = a.WalkBodies(ctx, msgs, func(i int, m *store.Message) error {
 		// Twice (the Markdown and the message), as JSON: the answer's cap.
-		if size += 2*jsonSize(m.Text) + itemOverhead; size > maxToolResult-pageEnvelope && i > 0 {
+		if size += 2*jsonSize(m.Text) + ItemOverhead; size > maxToolResult-pageEnvelope && i > 0 {
 			return errTruncated
 		}
-		out.Messages = append(out.Messages, toThreadMessage(m))
+		out.Messages = append(out.Messages, ToThreadMessage(m))
 		writeMessageMarkdown(&md, m)
 		return nil
 	})

@@ -54,8 +54,8 @@ type sendEmailResult struct {
 	ProviderMessageID *string     `json:"provider_message_id" jsonschema:"the email provider's id of the message"`
 	Replayed          bool        `json:"replayed" jsonschema:"true when idempotency_key matched an earlier send: this is its result and nothing was sent again"`
 	RateLimit         *sendWindow `json:"rate_limit" jsonschema:"the tightest send window after this send; null when sends are not limited"`
-	ScheduledAt       *timestamp  `json:"scheduled_at" jsonschema:"when a scheduled email is due; null otherwise"`
-	NextAttemptAt     *timestamp  `json:"next_attempt_at" jsonschema:"when a queued email's windows should have room; null otherwise"`
+	ScheduledAt       *Timestamp  `json:"scheduled_at" jsonschema:"when a scheduled email is due; null otherwise"`
+	NextAttemptAt     *Timestamp  `json:"next_attempt_at" jsonschema:"when a queued email's windows should have room; null otherwise"`
 }
 
 // sendWindow is the window a send's answer describes, as the REST API's
@@ -143,7 +143,7 @@ func (a *API) sendEmail(ctx context.Context, args object, withFiles bool) (sendE
 	if !ans.read {
 		ans.windows, ans.read = a.readWindows(ctx, inbox)
 	}
-	if tight, _, ok := tightWindow(ans.windows, nil); ans.read && ok {
+	if tight, _, ok := TightWindow(ans.windows, nil); ans.read && ok {
 		out.RateLimit = &sendWindow{Window: tight.Window.String(), Limit: tight.Limit,
 			Remaining: tight.Remaining, ResetSeconds: tight.ResetSeconds}
 	}
@@ -163,7 +163,7 @@ func idempotencyArg(args object) (string, error) {
 		args.add("idempotency_key", "Input should be a valid string", "string_type")
 		return "", nil
 	}
-	if !validKey(key) {
+	if !ValidIdempotencyKey(key) {
 		return "", newError(http.StatusUnprocessableEntity, "invalid_idempotency_key",
 			"idempotency_key must be 1 to 255 printable ASCII characters")
 	}
@@ -183,9 +183,9 @@ type rateLimitArgs struct {
 }
 
 type rateLimitResult struct {
-	PerMinute windowResponse     `json:"per_minute" jsonschema:"every send, in any 60 seconds"`
-	PerHour   windowResponse     `json:"per_hour" jsonschema:"every send, in any hour"`
-	Inbox     *rateLimitResponse `json:"inbox" jsonschema:"the inbox's own windows; null without inbox_id"`
+	PerMinute WindowResponse     `json:"per_minute" jsonschema:"every send, in any 60 seconds"`
+	PerHour   WindowResponse     `json:"per_hour" jsonschema:"every send, in any hour"`
+	Inbox     *RateLimitResponse `json:"inbox" jsonschema:"the inbox's own windows; null without inbox_id"`
 }
 
 func (a *API) toolGetRateLimit(ctx context.Context, args object) (rateLimitResult, error) {
@@ -194,14 +194,14 @@ func (a *API) toolGetRateLimit(ctx context.Context, args object) (rateLimitResul
 	if err := args.err(); err != nil {
 		return rateLimitResult{}, err
 	}
-	snap, err := a.windowsOf(ctx, id)
+	snap, err := a.WindowsOf(ctx, id)
 	if err != nil {
 		return rateLimitResult{}, err
 	}
-	g := toRateLimit(snap.Global)
+	g := ToRateLimit(snap.Global)
 	out := rateLimitResult{PerMinute: g.PerMinute, PerHour: g.PerHour}
 	if id != "" {
-		in := toRateLimit(snap.Inbox)
+		in := ToRateLimit(snap.Inbox)
 		out.Inbox = &in
 	}
 	return out, nil

@@ -21,7 +21,7 @@ func (a *API) mcpTools() []mcpTool {
 			desc: "Create an inbox: an address on the server's email domain (username@domain) that " +
 				"send_email sends from. Returns its id, which every other tool takes as inbox_id. " +
 				"Fails with conflict if the address exists; use list_inboxes to find it."}, a.toolCreateInbox),
-		tool[pageArgs, toolList[inboxResponse]](toolInfo{name: "list_inboxes", title: "List inboxes", readOnly: true,
+		tool[pageArgs, toolList[InboxResponse]](toolInfo{name: "list_inboxes", title: "List inboxes", readOnly: true,
 			desc: "List the inboxes, by address: their ids (inbox_id elsewhere), addresses and names."},
 			a.toolListInboxes),
 		tool[sendEmailArgs, sendEmailResult](toolInfo{name: "send_email", title: "Send an email",
@@ -29,14 +29,14 @@ func (a *API) mcpTools() []mcpTool {
 		tool[listMessagesArgs, messagesResult](toolInfo{name: "list_messages", title: "List messages", readOnly: true,
 			desc: "List the messages of an inbox or of a thread, newest first, with their full content. " +
 				"total is how many there are; page with limit and offset."}, a.toolListMessages),
-		tool[getMessageArgs, messageDetail](toolInfo{name: "get_message", title: "Get a message", readOnly: true,
+		tool[getMessageArgs, MessageDetail](toolInfo{name: "get_message", title: "Get a message", readOnly: true,
 			desc: "Get one message: recipients, subject, the Markdown text and the HTML that was sent, " +
 				"its status (sent, failed and why), its threading headers and its attachments " +
 				"(get_attachment_content reads one)."}, a.toolGetMessage),
 		tool[searchEmailArgs, searchResult](toolInfo{name: "search_email", title: "Search email", readOnly: true,
 			desc: "Find the messages of an inbox or a thread whose subject or body contains query " +
 				"(case-insensitive), newest first."}, a.toolSearchEmail),
-		tool[listThreadsArgs, toolList[threadSummary]](toolInfo{name: "list_threads", title: "List threads", readOnly: true,
+		tool[listThreadsArgs, toolList[ThreadSummary]](toolInfo{name: "list_threads", title: "List threads", readOnly: true,
 			desc: "List an inbox's conversations (threads), most recent activity first: subject, " +
 				"message count and last activity. Read one with get_thread."}, a.toolListThreads),
 		tool[getThreadArgs, threadResult](toolInfo{name: "get_thread", title: "Read a thread", readOnly: true,
@@ -47,17 +47,17 @@ func (a *API) mcpTools() []mcpTool {
 		tool[sendWithAttachmentsArgs, sendEmailResult](toolInfo{name: "send_email_with_attachments",
 			title: "Send an email with attachments", desc: sendWithAttachmentsDescription, openWorld: true},
 			a.toolSendWithAttachments),
-		tool[listAttachmentsArgs, toolList[attachmentResponse]](toolInfo{name: "list_attachments", title: "List attachments",
+		tool[listAttachmentsArgs, toolList[AttachmentResponse]](toolInfo{name: "list_attachments", title: "List attachments",
 			readOnly: true, desc: "List the files sent with a message, a thread or an inbox (exactly one of " +
 				"message_id, thread_id and inbox_id): their ids, names, types and sizes. Read one's content " +
 				"with get_attachment_content."}, a.toolListAttachments),
-		tool[getMessageArgs, messageResponse](toolInfo{name: "cancel_message", title: "Cancel a held email",
+		tool[getMessageArgs, MessageResponse](toolInfo{name: "cancel_message", title: "Cancel a held email",
 			idempotent: true, destructive: true,
 			desc: "Cancel an email that send_email scheduled (scheduled_at) or queued (on_throttle queue), " +
 				"before it starts sending: it is then never sent, and its status is canceled. An email that " +
 				"is sending, sent, failed or canceled already is refused with code not_cancelable (read it " +
 				"with get_message)."}, a.toolCancelMessage),
-		tool[getAttachmentContentArgs, attachmentContent](toolInfo{name: "get_attachment_content",
+		tool[getAttachmentContentArgs, AttachmentContent](toolInfo{name: "get_attachment_content",
 			title: "Get an attachment's content", readOnly: true,
 			desc: "Get the content of a file that was sent, base64-encoded, with its name and MIME type. " +
 				"Files over 5 MiB are refused with code attachment_too_large and the REST URL that streams them."},
@@ -132,16 +132,16 @@ type pageArgs struct {
 
 // page reads limit and offset within the REST API's bounds.
 func page(args object, maxItems int) (limit, offset int) {
-	return args.integer("limit", defaultLimit, 1, maxItems), args.integer("offset", 0, 0, 1<<31-1)
+	return args.integer("limit", DefaultLimit, 1, maxItems), args.integer("offset", 0, 0, 1<<31-1)
 }
 
-func (a *API) toolListInboxes(ctx context.Context, args object) (toolList[inboxResponse], error) {
+func (a *API) toolListInboxes(ctx context.Context, args object) (toolList[InboxResponse], error) {
 	args.forbidExtra("limit", "offset")
-	limit, offset := page(args, maxLimit)
+	limit, offset := page(args, MaxLimit)
 	if err := args.err(); err != nil {
-		return toolList[inboxResponse]{}, err
+		return toolList[InboxResponse]{}, err
 	}
-	l, err := a.inboxPage(ctx, limit, offset)
+	l, err := a.Inboxes(ctx, limit, offset)
 	return pageOf(l, offset, limit), err
 }
 
@@ -152,7 +152,7 @@ type listMessagesArgs struct {
 }
 
 type messagesResult struct {
-	Items []messageResponse `json:"items"`
+	Items []MessageResponse `json:"items"`
 	Count int               `json:"count" jsonschema:"messages in this page"`
 	Total int64             `json:"total" jsonschema:"messages in all"`
 	// NextOffset is where the next page starts; nil on the last.
@@ -162,17 +162,17 @@ type messagesResult struct {
 func (a *API) toolListMessages(ctx context.Context, args object) (messagesResult, error) {
 	args.forbidExtra("inbox_id", "thread_id", "limit", "offset")
 	f := store.MessageFilter{InboxID: args.str("inbox_id", false, 0, 0), ThreadID: args.str("thread_id", false, 0, 0)}
-	f.Limit, f.Offset = page(args, maxLimit)
+	f.Limit, f.Offset = page(args, MaxLimit)
 	if err := args.err(); err != nil {
 		return messagesResult{}, err
 	}
-	msgs, total, err := a.messagePage(ctx, f, "arguments")
+	msgs, total, err := a.Messages(ctx, f, "arguments")
 	if err != nil {
 		return messagesResult{}, err
 	}
-	items := make([]messageResponse, len(msgs))
+	items := make([]MessageResponse, len(msgs))
 	for i := range msgs {
-		items[i] = toMessage(&msgs[i])
+		items[i] = ToMessage(&msgs[i])
 	}
 	items, next := fitPage(items, f.Offset, f.Limit, int64(f.Offset+len(msgs)) < total)
 	return messagesResult{Items: items, Count: len(items), Total: total, NextOffset: next}, nil
@@ -182,27 +182,27 @@ type getMessageArgs struct {
 	MessageID string `json:"message_id" jsonschema:"the message's id (message_id of send_email, id in the lists)"`
 }
 
-func (a *API) toolGetMessage(ctx context.Context, args object) (messageDetail, error) {
+func (a *API) toolGetMessage(ctx context.Context, args object) (MessageDetail, error) {
 	args.forbidExtra("message_id")
 	id := args.str("message_id", true, 1, 0)
 	if err := args.err(); err != nil {
-		return messageDetail{}, err
+		return MessageDetail{}, err
 	}
-	return a.messageDetail(ctx, id)
+	return a.Message(ctx, id)
 }
 
 // toolCancelMessage is POST /v1/messages/{id}/cancel.
-func (a *API) toolCancelMessage(ctx context.Context, args object) (messageResponse, error) {
+func (a *API) toolCancelMessage(ctx context.Context, args object) (MessageResponse, error) {
 	args.forbidExtra("message_id")
 	id := args.str("message_id", true, 1, 0)
 	if err := args.err(); err != nil {
-		return messageResponse{}, err
+		return MessageResponse{}, err
 	}
 	m, err := a.CancelMessage(ctx, id)
 	if err != nil {
-		return messageResponse{}, err
+		return MessageResponse{}, err
 	}
-	return toMessage(m), nil
+	return ToMessage(m), nil
 }
 
 type searchEmailArgs struct {
@@ -215,7 +215,7 @@ type searchEmailArgs struct {
 
 type searchResult struct {
 	Query string       `json:"query"`
-	Items []searchItem `json:"items"`
+	Items []SearchItem `json:"items"`
 	Count int          `json:"count"`
 	// NextOffset is where the next page starts; nil on the last.
 	NextOffset *int `json:"next_offset" jsonschema:"pass it as offset to read the next page: this page was full (limit) or cut to fit one answer (8 MiB of JSON); null when it is the last"`
@@ -223,22 +223,22 @@ type searchResult struct {
 
 func (a *API) toolSearchEmail(ctx context.Context, args object) (searchResult, error) {
 	args.forbidExtra("query", "inbox_id", "thread_id", "limit", "offset")
-	q := searchQuery{Query: args.str("query", true, 1, maxQueryLen), InboxID: args.str("inbox_id", false, 0, 0),
+	q := SearchQuery{Query: args.str("query", true, 1, MaxQueryLen), InboxID: args.str("inbox_id", false, 0, 0),
 		ThreadID: args.str("thread_id", false, 0, 0)}
-	q.Limit, q.Offset = page(args, maxSearchLimit)
+	q.Limit, q.Offset = page(args, MaxSearchLimit)
 	if _, hasInbox := args.present("inbox_id"); !hasInbox && q.ThreadID == "" {
 		args.add("inbox_id", "At least one of inbox_id or thread_id is required", "missing")
 	}
 	if err := args.err(); err != nil {
 		return searchResult{}, err
 	}
-	msgs, err := a.searchMessages(ctx, q, "arguments")
+	msgs, err := a.SearchMessages(ctx, q, "arguments")
 	if err != nil {
 		return searchResult{}, err
 	}
-	items := make([]searchItem, len(msgs))
+	items := make([]SearchItem, len(msgs))
 	for i := range msgs {
-		items[i] = toSearchItem(&msgs[i])
+		items[i] = ToSearchItem(&msgs[i])
 	}
 	items, next := fitPage(items, q.Offset, q.Limit, false)
 	return searchResult{Query: q.Query, Items: items, Count: len(items), NextOffset: next}, nil
@@ -249,14 +249,14 @@ type listThreadsArgs struct {
 	pageArgs
 }
 
-func (a *API) toolListThreads(ctx context.Context, args object) (toolList[threadSummary], error) {
+func (a *API) toolListThreads(ctx context.Context, args object) (toolList[ThreadSummary], error) {
 	args.forbidExtra("inbox_id", "limit", "offset")
 	id := args.str("inbox_id", true, 0, 0)
-	limit, offset := page(args, maxLimit)
+	limit, offset := page(args, MaxLimit)
 	if err := args.err(); err != nil {
-		return toolList[threadSummary]{}, err
+		return toolList[ThreadSummary]{}, err
 	}
-	l, err := a.threadPage(ctx, id, limit, offset)
+	l, err := a.Threads(ctx, id, limit, offset)
 	return pageOf(l, offset, limit), err
 }
 
