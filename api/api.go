@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/nornweave/nornweave/core/clock"
@@ -121,6 +120,9 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// Version names the build to MCP clients.
 	Version string
+	// MCP, when set, builds the handler of POST /mcp from the finished
+	// API (api/mcp.Handler); nil: no /mcp route.
+	MCP func(*API) echo.HandlerFunc
 	// KeyLease, when several servers share the database, is how long a
 	// key claimed by another server may still be in flight there: until
 	// then it is that server's (409), not abandoned. 0 (one server): a key
@@ -150,7 +152,6 @@ type API struct {
 	inflight     *semaphore.Weighted
 	tooMany      *tooMany
 	docsFiles    map[string]docsFile
-	mcp          *mcp.Server
 	hosts        *HostPolicy
 	// clientBudgets caps one client's part of inflight; uploadRate and
 	// uploadGrace are minUploadRate and uploadGrace, changed by tests.
@@ -211,7 +212,6 @@ func New(o Options) *Server {
 	if a.docsFiles, err = loadDocsFiles(); err != nil {
 		panic("api: embedded docs: " + err.Error()) // the binary was built without them
 	}
-	a.mcp = a.mcpServer()
 	a.RequestsInFlight = max(a.RequestsInFlight, a.bodyLimit)
 	a.inflight = semaphore.NewWeighted(a.RequestsInFlight)
 	a.clientBudgets = newClientBudgets(a.RequestsInFlight / clientShare)

@@ -16,17 +16,17 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// attachmentFile is an attachment's description and content, read for one
+// AttachmentFile is an attachment's description and content, read for one
 // answer. Its bytes count against the in-flight budget until Close.
-type attachmentFile struct {
-	attachmentResponse
+type AttachmentFile struct {
+	AttachmentResponse
 	Content []byte
 	release func()
 }
 
 // Close gives the content's bytes back to the in-flight budget; it is safe
 // to call twice.
-func (f *attachmentFile) Close() {
+func (f *AttachmentFile) Close() {
 	if f.release != nil {
 		f.release()
 		f.release = nil
@@ -34,25 +34,25 @@ func (f *attachmentFile) Close() {
 }
 
 // Base64 is the content as the format=base64 answer carries it.
-func (f *attachmentFile) Base64() attachmentContent {
-	return attachmentContent{Content: base64.StdEncoding.EncodeToString(f.Content), ContentType: f.ContentType,
+func (f *AttachmentFile) Base64() AttachmentContent {
+	return AttachmentContent{Content: base64.StdEncoding.EncodeToString(f.Content), ContentType: f.ContentType,
 		Filename: f.Filename}
 }
 
-// openAttachment reads an attachment's content. A download holds it (and
+// OpenAttachment reads an attachment's content. A download holds it (and
 // the driver's copy) in memory like a send holds its request, so it takes
 // its size from the in-flight budget first (REQUESTS_IN_FLIGHT_MB): many
 // downloads of a 25 MB file wait their turn instead of exhausting memory.
 // The caller must Close the file.
-func (a *API) openAttachment(ctx context.Context, id string) (*attachmentFile, error) {
-	att, err := a.attachment(ctx, id)
+func (a *API) OpenAttachment(ctx context.Context, id string) (*AttachmentFile, error) {
+	att, err := a.Attachment(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if att.ContentHash == nil {
 		return nil, notFound(fmt.Sprintf("Attachment %s has no stored content: it was sent before contents were kept", id))
 	}
-	release, err := a.takeInFlight(ctx, int64(att.Size))
+	release, err := a.TakeInFlight(ctx, int64(att.Size))
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func (a *API) openAttachment(ctx context.Context, id string) (*attachmentFile, e
 		}
 		return nil, err
 	}
-	return &attachmentFile{attachmentResponse: toAttachment(att), Content: content, release: release}, nil
+	return &AttachmentFile{AttachmentResponse: toAttachment(att), Content: content, release: release}, nil
 }
 
 // getAttachmentContent answers the content as it was sent (format=binary,
@@ -76,7 +76,7 @@ func (a *API) getAttachmentContent(c echo.Context) error {
 	if format != "" && format != "binary" && format != "base64" {
 		return fieldError("Input should be 'binary' or 'base64'", "literal_error", "query", "format")
 	}
-	f, err := a.openAttachment(c.Request().Context(), c.Param("id"))
+	f, err := a.OpenAttachment(c.Request().Context(), c.Param("id"))
 	if errors.Is(err, errServerBusy) {
 		c.Response().Header().Set("Retry-After", busyRetryAfter)
 	}
@@ -103,8 +103,8 @@ func (a *API) getAttachmentContent(c echo.Context) error {
 
 // writeBase64Content writes the format=base64 answer, encoding as it
 // writes: a 25 MB file is 33 MB of base64, which is never held whole.
-func writeBase64Content(c echo.Context, f *attachmentFile) error {
-	tail, err := marshalNoEscape(attachmentContent{ContentType: f.ContentType, Filename: f.Filename})
+func writeBase64Content(c echo.Context, f *AttachmentFile) error {
+	tail, err := marshalNoEscape(AttachmentContent{ContentType: f.ContentType, Filename: f.Filename})
 	if err != nil {
 		return err
 	}

@@ -16,14 +16,14 @@ import (
 // Attachment listing bounds: the Python server's (GET /v1/attachments
 // defaults to 100 where the other lists default to 50).
 const (
-	defaultAttachmentLimit = 100
-	maxAttachmentLimit     = 500
+	DefaultAttachmentLimit = 100
+	MaxAttachmentLimit     = 500
 )
 
-// attachmentResponse describes an attachment, never its content: the items
+// AttachmentResponse describes an attachment, never its content: the items
 // of GET /v1/attachments and of a message's "attachments". It is the
 // Python server's listing item with disposition and content_id added.
-type attachmentResponse struct {
+type AttachmentResponse struct {
 	ID          string    `json:"id"`
 	MessageID   string    `json:"message_id"`
 	Filename    string    `json:"filename"`
@@ -31,13 +31,13 @@ type attachmentResponse struct {
 	Size        int       `json:"size"`
 	Disposition string    `json:"disposition"`
 	ContentID   *string   `json:"content_id"`
-	CreatedAt   timestamp `json:"created_at"`
+	CreatedAt   Timestamp `json:"created_at"`
 }
 
 // attachmentDetail is GET /v1/attachments/{id}, the Python server's
 // AttachmentDetail: the description and where the content is.
 type attachmentDetail struct {
-	attachmentResponse
+	AttachmentResponse
 	// StorageBackend is "database"; null for an attachment sent before
 	// contents were kept, which has none.
 	StorageBackend *string `json:"storage_backend"`
@@ -48,21 +48,21 @@ type attachmentDetail struct {
 	DownloadURL *string `json:"download_url"`
 }
 
-// attachmentContent is GET /v1/attachments/{id}/content?format=base64, in
+// AttachmentContent is GET /v1/attachments/{id}/content?format=base64, in
 // the Python server's order.
-type attachmentContent struct {
+type AttachmentContent struct {
 	Content     string `json:"content"`
 	ContentType string `json:"content_type"`
 	Filename    string `json:"filename"`
 }
 
-func toAttachment(a *store.Attachment) attachmentResponse {
-	return attachmentResponse{ID: a.ID, MessageID: a.MessageID, Filename: a.Filename, ContentType: a.ContentType,
-		Size: a.Size, Disposition: a.Disposition, ContentID: a.ContentID, CreatedAt: timestamp(a.CreatedAt)}
+func toAttachment(a *store.Attachment) AttachmentResponse {
+	return AttachmentResponse{ID: a.ID, MessageID: a.MessageID, Filename: a.Filename, ContentType: a.ContentType,
+		Size: a.Size, Disposition: a.Disposition, ContentID: a.ContentID, CreatedAt: Timestamp(a.CreatedAt)}
 }
 
-func toAttachments(atts []store.Attachment) []attachmentResponse {
-	out := make([]attachmentResponse, len(atts))
+func toAttachments(atts []store.Attachment) []AttachmentResponse {
+	out := make([]AttachmentResponse, len(atts))
 	for i := range atts {
 		out[i] = toAttachment(&atts[i])
 	}
@@ -70,7 +70,7 @@ func toAttachments(atts []store.Attachment) []attachmentResponse {
 }
 
 func toAttachmentDetail(a *store.Attachment) attachmentDetail {
-	d := attachmentDetail{attachmentResponse: toAttachment(a), ContentHash: a.ContentHash}
+	d := attachmentDetail{AttachmentResponse: toAttachment(a), ContentHash: a.ContentHash}
 	if a.ContentHash != nil {
 		backend, url := "database", "/v1/attachments/"+a.ID+"/content"
 		d.StorageBackend, d.DownloadURL = &backend, &url
@@ -78,9 +78,9 @@ func toAttachmentDetail(a *store.Attachment) attachmentDetail {
 	return d
 }
 
-// attachmentQuery is what GET /v1/attachments lists: the attachments of
+// AttachmentQuery is what GET /v1/attachments lists: the attachments of
 // exactly one message, thread or inbox, a page at a time (Limit 0: 100).
-type attachmentQuery struct {
+type AttachmentQuery struct {
 	MessageID, ThreadID, InboxID string
 	Limit, Offset                int
 }
@@ -89,15 +89,15 @@ type attachmentQuery struct {
 var attachmentFilters = []string{"message_id", "thread_id", "inbox_id"}
 
 // Validate checks that exactly one filter is set, and the page's bounds.
-func (q attachmentQuery) Validate() error {
-	if field, msg, typ := q.filterProblem(); field != "" {
+func (q AttachmentQuery) Validate() error {
+	if field, msg, typ := q.FilterProblem(); field != "" {
 		return fieldError(msg, typ, "query", field)
 	}
 	switch {
 	case q.Limit < 0:
 		return fieldError("Input should be greater than or equal to 1", "greater_than_equal", "query", "limit")
-	case q.Limit > maxAttachmentLimit:
-		return fieldError(fmt.Sprintf("Input should be less than or equal to %d", maxAttachmentLimit),
+	case q.Limit > MaxAttachmentLimit:
+		return fieldError(fmt.Sprintf("Input should be less than or equal to %d", MaxAttachmentLimit),
 			"less_than_equal", "query", "limit")
 	case q.Offset < 0:
 		return fieldError("Input should be greater than or equal to 0", "greater_than_equal", "query", "offset")
@@ -105,9 +105,9 @@ func (q attachmentQuery) Validate() error {
 	return nil
 }
 
-// filterProblem names the filter at fault and why, unless exactly one
+// FilterProblem names the filter at fault and why, unless exactly one
 // filter is set (field "").
-func (q attachmentQuery) filterProblem() (field, msg, typ string) {
+func (q AttachmentQuery) FilterProblem() (field, msg, typ string) {
 	var given []string
 	for i, v := range []string{q.MessageID, q.ThreadID, q.InboxID} {
 		if v != "" {
@@ -124,33 +124,33 @@ func (q attachmentQuery) filterProblem() (field, msg, typ string) {
 	return "", "", ""
 }
 
-// attachments lists the attachments q selects. A message, thread or inbox
+// Attachments lists the attachments q selects. A message, thread or inbox
 // that does not exist is a 404, as on the Python server; one without
 // attachments is an empty list.
-func (a *API) attachments(ctx context.Context, q attachmentQuery) (list[attachmentResponse], error) {
+func (a *API) Attachments(ctx context.Context, q AttachmentQuery) (List[AttachmentResponse], error) {
 	if err := q.Validate(); err != nil {
-		return list[attachmentResponse]{}, err
+		return List[AttachmentResponse]{}, err
 	}
 	if q.Limit == 0 {
-		q.Limit = defaultAttachmentLimit
+		q.Limit = DefaultAttachmentLimit
 	}
 	atts, err := a.Store.Attachments(ctx, store.AttachmentFilter{MessageID: q.MessageID, ThreadID: q.ThreadID,
 		InboxID: q.InboxID, Limit: q.Limit, Offset: q.Offset})
 	if err != nil {
-		return list[attachmentResponse]{}, err
+		return List[AttachmentResponse]{}, err
 	}
 	// Only an empty page needs to know whether its parent exists.
 	if len(atts) == 0 {
 		if err := a.parentExists(ctx, q); err != nil {
-			return list[attachmentResponse]{}, err
+			return List[AttachmentResponse]{}, err
 		}
 	}
-	return list[attachmentResponse]{Items: toAttachments(atts), Count: len(atts)}, nil
+	return List[AttachmentResponse]{Items: toAttachments(atts), Count: len(atts)}, nil
 }
 
 // parentExists is nil if the message, thread or inbox q names exists, else
 // its 404.
-func (a *API) parentExists(ctx context.Context, q attachmentQuery) error {
+func (a *API) parentExists(ctx context.Context, q AttachmentQuery) error {
 	kind, id := "Inbox", q.InboxID
 	lookup := func(ctx context.Context, id string) error { _, err := a.Store.Inbox(ctx, id); return err }
 	switch {
@@ -171,8 +171,8 @@ func (a *API) parentExists(ctx context.Context, q attachmentQuery) error {
 	return err
 }
 
-// attachment returns an attachment's description, or its 404.
-func (a *API) attachment(ctx context.Context, id string) (*store.Attachment, error) {
+// Attachment returns an attachment's description, or its 404.
+func (a *API) Attachment(ctx context.Context, id string) (*store.Attachment, error) {
 	att, err := a.Store.Attachment(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound(fmt.Sprintf("Attachment %s not found", id))
@@ -181,16 +181,16 @@ func (a *API) attachment(ctx context.Context, id string) (*store.Attachment, err
 }
 
 func (a *API) listAttachments(c echo.Context) error {
-	q := attachmentQuery{MessageID: c.QueryParam("message_id"), ThreadID: c.QueryParam("thread_id"),
+	q := AttachmentQuery{MessageID: c.QueryParam("message_id"), ThreadID: c.QueryParam("thread_id"),
 		InboxID: c.QueryParam("inbox_id")}
 	var err error
-	if q.Limit, err = queryInt(c.QueryParam("limit"), "limit", defaultAttachmentLimit, 1, maxAttachmentLimit); err != nil {
+	if q.Limit, err = queryInt(c.QueryParam("limit"), "limit", DefaultAttachmentLimit, 1, MaxAttachmentLimit); err != nil {
 		return err
 	}
 	if q.Offset, err = queryInt(c.QueryParam("offset"), "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
-	out, err := a.attachments(c.Request().Context(), q)
+	out, err := a.Attachments(c.Request().Context(), q)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (a *API) listAttachments(c echo.Context) error {
 }
 
 func (a *API) getAttachment(c echo.Context) error {
-	att, err := a.attachment(c.Request().Context(), c.Param("id"))
+	att, err := a.Attachment(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}

@@ -124,18 +124,18 @@ func TestAttachmentErrors(t *testing.T) {
 func TestAttachmentQueryValidate(t *testing.T) {
 	tests := []struct {
 		name string
-		q    attachmentQuery
+		q    AttachmentQuery
 		loc  string // "" = valid
 	}{
-		{"message", attachmentQuery{MessageID: "m"}, ""},
-		{"thread with a page", attachmentQuery{ThreadID: "t", Limit: 500, Offset: 9}, ""},
-		{"inbox, default page", attachmentQuery{InboxID: "i"}, ""},
-		{"none", attachmentQuery{}, "message_id"},
-		{"thread and inbox", attachmentQuery{ThreadID: "t", InboxID: "i"}, "inbox_id"},
-		{"all three", attachmentQuery{MessageID: "m", ThreadID: "t", InboxID: "i"}, "thread_id"},
-		{"negative limit", attachmentQuery{InboxID: "i", Limit: -1}, "limit"},
-		{"limit over 500", attachmentQuery{InboxID: "i", Limit: 501}, "limit"},
-		{"negative offset", attachmentQuery{InboxID: "i", Offset: -1}, "offset"},
+		{"message", AttachmentQuery{MessageID: "m"}, ""},
+		{"thread with a page", AttachmentQuery{ThreadID: "t", Limit: 500, Offset: 9}, ""},
+		{"inbox, default page", AttachmentQuery{InboxID: "i"}, ""},
+		{"none", AttachmentQuery{}, "message_id"},
+		{"thread and inbox", AttachmentQuery{ThreadID: "t", InboxID: "i"}, "inbox_id"},
+		{"all three", AttachmentQuery{MessageID: "m", ThreadID: "t", InboxID: "i"}, "thread_id"},
+		{"negative limit", AttachmentQuery{InboxID: "i", Limit: -1}, "limit"},
+		{"limit over 500", AttachmentQuery{InboxID: "i", Limit: 501}, "limit"},
+		{"negative offset", AttachmentQuery{InboxID: "i", Offset: -1}, "offset"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,7 +212,7 @@ func TestAttachmentFunctionsWithoutEchoContext(t *testing.T) {
 	st := newAttStore("application/pdf", "März.pdf", content)
 	srv := newAttAPI(st)
 	ctx := context.Background()
-	f, err := srv.api.openAttachment(ctx, "att")
+	f, err := srv.api.OpenAttachment(ctx, "att")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +221,11 @@ func TestAttachmentFunctionsWithoutEchoContext(t *testing.T) {
 	if rec := serve(srv, "GET", "/v1/attachments/att/content?format=base64", ""); strings.TrimSpace(rec.Body.String()) != want {
 		t.Errorf("route answered %s, the function %s", rec.Body, want)
 	}
-	if _, err := srv.api.openAttachment(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "Attachment nope not found") {
-		t.Errorf("openAttachment(unknown) = %v, want its 404", err)
+	if _, err := srv.api.OpenAttachment(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "Attachment nope not found") {
+		t.Errorf("OpenAttachment(unknown) = %v, want its 404", err)
 	}
 	var ve *ValidationError
-	if _, err := srv.api.attachments(ctx, attachmentQuery{}); !errors.As(err, &ve) {
+	if _, err := srv.api.Attachments(ctx, AttachmentQuery{}); !errors.As(err, &ve) {
 		t.Errorf("attachments(no filter) = %v, want the 422", err)
 	}
 }

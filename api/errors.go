@@ -28,12 +28,16 @@ func newError(status int, code, detail string) *apiError {
 	return &apiError{Status: status, Detail: detail, Code: code}
 }
 
+// NewError is an error the API answers, whichever the face (REST, MCP),
+// with status, code and detail.
+func NewError(status int, code, detail string) error { return newError(status, code, detail) }
+
 func notFound(detail string) *apiError {
 	return newError(http.StatusNotFound, "not_found", detail)
 }
 
-// errorBody is {"detail": ..., "code": ...}.
-type errorBody struct {
+// ErrorBody is {"detail": ..., "code": ...}.
+type ErrorBody struct {
 	Detail any    `json:"detail"`
 	Code   string `json:"code,omitempty"`
 }
@@ -69,11 +73,11 @@ func (a *API) errorHandler(err error, c echo.Context) {
 	}
 }
 
-// errorResponse renders classify's answer as HTTP: the status, the body in
+// errorResponse renders Classify's answer as HTTP: the status, the body in
 // the one JSON error shape, and Retry-After when there is one.
 func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 	r := c.Request()
-	p := a.classify(r.Context(), err, slog.String("method", r.Method), slog.String("path", c.Path()))
+	p := a.Classify(r.Context(), err, slog.String("method", r.Method), slog.String("path", c.Path()))
 	if p.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
 	}
@@ -83,14 +87,14 @@ func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 	case p.RequestID != "":
 		return p.Status, internalBody{Detail: p.Detail, Code: p.Code, RequestID: p.RequestID}
 	case p.Fields != nil:
-		return p.Status, errorBody{Detail: p.Fields, Code: p.Code}
+		return p.Status, ErrorBody{Detail: p.Fields, Code: p.Code}
 	}
-	return p.Status, errorBody{Detail: p.Detail, Code: p.Code}
+	return p.Status, ErrorBody{Detail: p.Detail, Code: p.Code}
 }
 
-// problem is an error as any client of the API is told it, whichever the
+// Problem is an error as any client of the API is told it, whichever the
 // interface (REST, MCP): the same code and sentence for the same error.
-type problem struct {
+type Problem struct {
 	Status int
 	Code   string
 	Detail string       // the sentence; for a validation error, its problems joined
@@ -102,11 +106,11 @@ type problem struct {
 	RequestID  string   // an unexpected failure's request id, which the log names
 }
 
-// classify is the one mapping from errors to what a client is told. An
+// Classify is the one mapping from errors to what a client is told. An
 // unexpected failure is logged with attrs (where it happened) and answered
 // with a generic sentence naming the request id; its cause never reaches
 // the client. It reads nothing but ctx, so every interface can use it.
-func (a *API) classify(ctx context.Context, err error, attrs ...slog.Attr) problem {
+func (a *API) Classify(ctx context.Context, err error, attrs ...slog.Attr) Problem {
 	var (
 		ae      *apiError
 		ve      *ValidationError
@@ -118,59 +122,59 @@ func (a *API) classify(ctx context.Context, err error, attrs ...slog.Attr) probl
 	)
 	switch {
 	case errors.As(err, &ae):
-		return problem{Status: ae.Status, Code: ae.Code, Detail: ae.Detail}
+		return Problem{Status: ae.Status, Code: ae.Code, Detail: ae.Detail}
 	case errors.As(err, &ve):
-		return problem{Status: http.StatusUnprocessableEntity, Code: "validation_error", Detail: ve.Sentence(),
+		return Problem{Status: http.StatusUnprocessableEntity, Code: "validation_error", Detail: ve.Sentence(),
 			Fields: ve.Errors}
 	case errors.As(err, &nf):
-		return problem{Status: http.StatusNotFound, Code: "not_found", Detail: nf.Error()}
+		return Problem{Status: http.StatusNotFound, Code: "not_found", Detail: nf.Error()}
 	case errors.As(err, &blocked):
-		return problem{Status: http.StatusForbidden, Code: "domain_blocked", Detail: blocked.Error()}
+		return Problem{Status: http.StatusForbidden, Code: "domain_blocked", Detail: blocked.Error()}
 	case errors.As(err, &rl):
-		return problem{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: rl.Error(),
+		return Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: rl.Error(),
 			RetryAfter: rl.RetryAfterSeconds(), Violated: windowNames(rl.Windows())}
 	case errors.As(err, &down):
 		// THROTTLE_FAIL=closed: nothing was sent; the cause is logged.
 		a.logger.ErrorContext(ctx, "throttle backend unreachable; refusing the request",
 			slog.String("backend", down.Backend), slog.Any("error", down.Err))
-		return problem{Status: http.StatusServiceUnavailable, Code: "throttle_unavailable",
+		return Problem{Status: http.StatusServiceUnavailable, Code: "throttle_unavailable",
 			Detail: "Send throttle unavailable; retry shortly", RetryAfter: throttleDownRetryAfter}
 	case errors.Is(err, skuld.ErrShuttingDown):
-		return problem{Status: http.StatusServiceUnavailable, Code: "shutting_down",
+		return Problem{Status: http.StatusServiceUnavailable, Code: "shutting_down",
 			Detail: "Server is shutting down; retry shortly"}
 	case errors.Is(err, store.ErrNotFound):
-		return problem{Status: http.StatusNotFound, Code: "not_found", Detail: "Not Found"}
+		return Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "Not Found"}
 	case errors.Is(err, store.ErrUnavailable):
 		// The connection was lost, or none could be made (the store has
 		// already retried what it safely could): retry later, not a bug.
 		a.logger.LogAttrs(ctx, slog.LevelError, "database unavailable; refusing the request",
 			append(attrs, slog.Any("error", err))...)
-		return problem{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
+		return Problem{Status: http.StatusServiceUnavailable, Code: "database_unavailable",
 			Detail: "Database unavailable; retry shortly", RetryAfter: databaseDownRetryAfter}
 	case errors.Is(err, store.ErrInboxChanged):
 		// Changed again each time the send was judged (by PATCHes on
 		// other servers): nothing was recorded or sent.
-		return problem{Status: http.StatusServiceUnavailable, Code: "inbox_changing",
+		return Problem{Status: http.StatusServiceUnavailable, Code: "inbox_changing",
 			Detail: "The sending inbox changed while the message was being sent; nothing was sent, retry", RetryAfter: 1}
 	case errors.As(err, &he):
-		return a.httpErrorProblem(he)
+		return a.HTTPErrorProblem(he)
 	}
 	if ctx.Err() != nil {
 		// The client went away (or the server's read timeout cut it off):
 		// whatever failed, nobody is waiting for an answer and it is not
 		// the server's fault.
-		return problem{Status: statusClientClosedRequest, Code: "client_closed_request", Detail: "Client closed the request"}
+		return Problem{Status: statusClientClosedRequest, Code: "client_closed_request", Detail: "Client closed the request"}
 	}
 	id := logging.RequestID(ctx)
 	a.logger.LogAttrs(ctx, slog.LevelError, "request failed", append(attrs, slog.Any("error", err))...)
-	return problem{Status: http.StatusInternalServerError, Code: "internal_error",
+	return Problem{Status: http.StatusInternalServerError, Code: "internal_error",
 		Detail: "Internal server error (request id " + id + ")", RequestID: id}
 }
 
-// httpErrorProblem maps echo's own errors (routing, body limit) to the
+// HTTPErrorProblem maps echo's own errors (routing, body limit) to the
 // FastAPI wording existing clients know.
-func (a *API) httpErrorProblem(he *echo.HTTPError) problem {
-	p := problem{Status: he.Code}
+func (a *API) HTTPErrorProblem(he *echo.HTTPError) Problem {
+	p := Problem{Status: he.Code}
 	switch he.Code {
 	case http.StatusNotFound:
 		p.Code, p.Detail = "not_found", "Not Found"

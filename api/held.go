@@ -99,7 +99,7 @@ func (a *API) cancelMessage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toMessage(m))
+	return c.JSON(http.StatusOK, ToMessage(m))
 }
 
 // CancelMessage cancels a held message: what POST /v1/messages/{id}/cancel
@@ -133,7 +133,7 @@ func (a *API) patchMessage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toMessage(m))
+	return c.JSON(http.StatusOK, ToMessage(m))
 }
 
 // RescheduleMessage moves a held message to at; a message no longer held

@@ -35,7 +35,7 @@ func (a *API) readIdempotencyKey(c echo.Context) (key, hash string, err error) {
 	if key == "" {
 		return "", "", nil
 	}
-	if !validKey(key) {
+	if !ValidIdempotencyKey(key) {
 		return "", "", newError(http.StatusUnprocessableEntity, "invalid_idempotency_key",
 			"Idempotency-Key must be 1 to 255 printable ASCII characters")
 	}
@@ -48,7 +48,9 @@ func (a *API) readIdempotencyKey(c echo.Context) (key, hash string, err error) {
 	return key, hex.EncodeToString(sum[:]), nil
 }
 
-func validKey(k string) bool {
+// ValidIdempotencyKey reports whether k, if not empty, may be an
+// idempotency key: at most maxKeyLen printable ASCII characters.
+func ValidIdempotencyKey(k string) bool {
 	if len(k) > maxKeyLen {
 		return false
 	}

@@ -57,11 +57,11 @@ func (a *API) patchInbox(c echo.Context) error {
 // inboxRateLimit shows an inbox's windows as GET /v1/rate-limit shows the
 // global ones, with the limits that apply to it.
 func (a *API) inboxRateLimit(c echo.Context) error {
-	snap, err := a.windowsOf(c.Request().Context(), c.Param("id"))
+	snap, err := a.WindowsOf(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toRateLimit(snap.Inbox))
+	return c.JSON(http.StatusOK, ToRateLimit(snap.Inbox))
 }
 
 // child reads the JSON object raw, the value of field name, reporting its

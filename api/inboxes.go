@@ -16,8 +16,8 @@ import (
 
 // Pagination bounds shared by every list endpoint.
 const (
-	defaultLimit = 50
-	maxLimit     = 500
+	DefaultLimit = 50
+	MaxLimit     = 500
 )
 
 func (a *API) createInbox(c echo.Context) error {
@@ -69,20 +69,20 @@ func (a *API) listInboxes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := a.inboxPage(c.Request().Context(), limit, offset)
+	out, err := a.Inboxes(c.Request().Context(), limit, offset)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-// inboxPage is a page of the inboxes, ordered by address.
-func (a *API) inboxPage(ctx context.Context, limit, offset int) (list[inboxResponse], error) {
+// Inboxes is a page of the inboxes, ordered by address.
+func (a *API) Inboxes(ctx context.Context, limit, offset int) (List[InboxResponse], error) {
 	inboxes, err := a.Store.Inboxes(ctx, limit, offset)
 	if err != nil {
-		return list[inboxResponse]{}, err
+		return List[InboxResponse]{}, err
 	}
-	out := list[inboxResponse]{Items: make([]inboxResponse, len(inboxes)), Count: len(inboxes)}
+	out := List[InboxResponse]{Items: make([]InboxResponse, len(inboxes)), Count: len(inboxes)}
 	for i := range inboxes {
 		out.Items[i] = toInbox(&inboxes[i])
 	}
@@ -134,7 +134,7 @@ func found(in *store.Inbox, err error, id string) (*store.Inbox, error) {
 
 // pagination reads limit and offset from the query string.
 func pagination(c echo.Context) (limit, offset int, err error) {
-	if limit, err = queryInt(c.QueryParam("limit"), "limit", defaultLimit, 1, maxLimit); err != nil {
+	if limit, err = queryInt(c.QueryParam("limit"), "limit", DefaultLimit, 1, MaxLimit); err != nil {
 		return 0, 0, err
 	}
 	offset, err = queryInt(c.QueryParam("offset"), "offset", 0, 0, 1<<31-1)

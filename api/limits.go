@@ -106,7 +106,7 @@ func (a *API) limitInFlight(next echo.HandlerFunc) echo.HandlerFunc {
 		release := func() {}
 		if err == nil {
 			defer releaseShare()
-			release, err = a.takeInFlight(wait, n)
+			release, err = a.TakeInFlight(wait, n)
 		}
 		if err != nil {
 			if req.Context().Err() != nil {
@@ -127,12 +127,12 @@ var errServerBusy = newError(http.StatusServiceUnavailable, "server_busy",
 // busyRetryAfter is the Retry-After of errServerBusy.
 const busyRetryAfter = "5"
 
-// takeInFlight takes n bytes (at most the whole budget) from the in-flight
+// TakeInFlight takes n bytes (at most the whole budget) from the in-flight
 // budget for as long as the caller holds them, waiting up to inFlightWait;
 // n up to smallRequest takes nothing. It fails with errServerBusy, or the
 // error of ctx if it ends first (the client went away: a 499, not a busy
 // server).
-func (a *API) takeInFlight(ctx context.Context, n int64) (release func(), err error) {
+func (a *API) TakeInFlight(ctx context.Context, n int64) (release func(), err error) {
 	if n <= smallRequest {
 		return func() {}, nil
 	}

@@ -190,7 +190,7 @@ func TestLongThreadIsReadInBatches(t *testing.T) {
 			t.Errorf("message %d is %.12q, want body of %d (oldest first)", i, m.Content, i)
 		}
 	}
-	if maxBatch > maxPageBytes {
-		t.Errorf("read %d MiB of bodies at once, want at most %d MiB", maxBatch>>20, maxPageBytes>>20)
+	if maxBatch > MaxPageBytes {
+		t.Errorf("read %d MiB of bodies at once, want at most %d MiB", maxBatch>>20, MaxPageBytes>>20)
 	}
 }

@@ -31,19 +31,19 @@ func (a *API) listMessages(c echo.Context) error {
 	if f.Limit, f.Offset, err = pagination(c); err != nil {
 		return err
 	}
-	msgs, total, err := a.messagePage(c.Request().Context(), f, "query")
+	msgs, total, err := a.Messages(c.Request().Context(), f, "query")
 	if err != nil {
 		return err
 	}
-	return streamItems(c, len(msgs), func(i int) any { return toMessage(&msgs[i]) },
+	return streamItems(c, len(msgs), func(i int) any { return ToMessage(&msgs[i]) },
 		fmt.Sprintf(`"count":%d,"total":%d`, len(msgs), total))
 }
 
-// messagePage is the page of messages f selects (by inbox, thread and
+// Messages is the page of messages f selects (by inbox, thread and
 // query), newest first, with their bodies, and how many match in all: what
 // GET /v1/messages and the list_messages tool both answer. loc is where
 // the filter came from ("query", "arguments"), for its validation errors.
-func (a *API) messagePage(ctx context.Context, f store.MessageFilter, loc string) ([]store.Message, int64, error) {
+func (a *API) Messages(ctx context.Context, f store.MessageFilter, loc string) ([]store.Message, int64, error) {
 	f.OmitBodies = true
 	if f.InboxID == "" && f.ThreadID == "" {
 		return nil, 0, fieldError("At least one of inbox_id or thread_id is required", "missing", loc, "inbox_id")
@@ -57,7 +57,7 @@ func (a *API) messagePage(ctx context.Context, f store.MessageFilter, loc string
 		}
 	}
 	if f.ThreadID != "" {
-		if _, err := a.thread(ctx, f.ThreadID); err != nil {
+		if _, err := a.Thread(ctx, f.ThreadID); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -77,25 +77,25 @@ func (a *API) messagePage(ctx context.Context, f store.MessageFilter, loc string
 }
 
 func (a *API) getMessage(c echo.Context) error {
-	d, err := a.messageDetail(c.Request().Context(), c.Param("id"))
+	d, err := a.Message(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
 }
 
-// messageDetail is a message with its attachments' descriptions (at most
+// Message is a message with its attachments' descriptions (at most
 // ATTACHMENT_MAX_COUNT; never their content).
-func (a *API) messageDetail(ctx context.Context, id string) (messageDetail, error) {
+func (a *API) Message(ctx context.Context, id string) (MessageDetail, error) {
 	m, err := a.message(ctx, id)
 	if err != nil {
-		return messageDetail{}, err
+		return MessageDetail{}, err
 	}
 	atts, err := a.Store.Attachments(ctx, store.AttachmentFilter{MessageID: m.ID})
 	if err != nil {
-		return messageDetail{}, err
+		return MessageDetail{}, err
 	}
-	return messageDetail{messageResponse: toMessage(m), Attachments: toAttachments(atts)}, nil
+	return MessageDetail{MessageResponse: ToMessage(m), Attachments: toAttachments(atts)}, nil
 }
 
 // message loads a message, mapping absence to the contract's 404 sentence.

@@ -12,17 +12,17 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// maxPageBytes caps the message bodies one list response carries. A page
+// MaxPageBytes caps the message bodies one list response carries. A page
 // stops early, after at least one message, when the next one would pass
 // it: "count" says how many came, "total" how many match, and the next page
 // starts at offset+count. Without it, limit=500 of 1 MB bodies would read
 // and hold half a gigabyte for one request.
-const maxPageBytes = 8 << 20
+const MaxPageBytes = 8 << 20
 
-// itemOverhead is a generous size of a message's fields other than bodies.
-const itemOverhead = 1 << 10
+// ItemOverhead is a generous size of a message's fields other than bodies.
+const ItemOverhead = 1 << 10
 
-// withBodies trims a page read with OmitBodies to maxPageBytes and reads
+// withBodies trims a page read with OmitBodies to MaxPageBytes and reads
 // the bodies of what is left (the HTML only if withHTML; the text counts
 // twice, as "text" and "content_clean").
 func (a *API) withBodies(ctx context.Context, msgs []store.Message, withHTML bool) ([]store.Message, error) {
@@ -30,16 +30,16 @@ func (a *API) withBodies(ctx context.Context, msgs []store.Message, withHTML boo
 	return msgs, a.loadBodies(ctx, msgs, withHTML)
 }
 
-// bodyBatch is how many of msgs, from the first, fit in maxPageBytes of
+// bodyBatch is how many of msgs, from the first, fit in MaxPageBytes of
 // bodies: at least one, so that any message can be read.
 func bodyBatch(msgs []store.Message, withHTML bool) int {
 	var size int64
 	for i := range msgs {
-		size += 2*msgs[i].TextBytes + itemOverhead
+		size += 2*msgs[i].TextBytes + ItemOverhead
 		if withHTML {
 			size += msgs[i].HTMLBytes
 		}
-		if size > maxPageBytes && i > 0 {
+		if size > MaxPageBytes && i > 0 {
 			return i
 		}
 	}

@@ -16,16 +16,16 @@ import (
 )
 
 func (a *API) rateLimit(c echo.Context) error {
-	snap, err := a.windowsOf(c.Request().Context(), "")
+	snap, err := a.WindowsOf(c.Request().Context(), "")
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toRateLimit(snap.Global))
+	return c.JSON(http.StatusOK, ToRateLimit(snap.Global))
 }
 
-// windowsOf reads the throttle's windows: the global ones and, when
+// WindowsOf reads the throttle's windows: the global ones and, when
 // inboxID is not empty, that inbox's, with its own limits.
-func (a *API) windowsOf(ctx context.Context, inboxID string) (throttle.Snapshot, error) {
+func (a *API) WindowsOf(ctx context.Context, inboxID string) (throttle.Snapshot, error) {
 	var in *store.Inbox
 	if inboxID != "" {
 		var err error
@@ -36,16 +36,16 @@ func (a *API) windowsOf(ctx context.Context, inboxID string) (throttle.Snapshot,
 	return a.readWindowsOf(ctx, in)
 }
 
-func toRateLimit(p throttle.Pair) rateLimitResponse {
-	return rateLimitResponse{PerMinute: toWindow(p.PerMinute), PerHour: toWindow(p.PerHour)}
+func ToRateLimit(p throttle.Pair) RateLimitResponse {
+	return RateLimitResponse{PerMinute: toWindow(p.PerMinute), PerHour: toWindow(p.PerHour)}
 }
 
 // toWindow is a window as the rate-limit endpoints show it. An unlimited
 // window (limit 0) shows its counts too, as the metrics do, but no
 // remaining or reset: null there, as the contract has it, so a client
 // that reads a null remaining as "unlimited" stays right.
-func toWindow(w throttle.WindowState) windowResponse {
-	out := windowResponse{Limit: w.Limit, Used: &w.Used, InFlight: &w.InFlight}
+func toWindow(w throttle.WindowState) WindowResponse {
+	out := WindowResponse{Limit: w.Limit, Used: &w.Used, InFlight: &w.InFlight}
 	if w.Limit > 0 {
 		out.Remaining, out.ResetSeconds = &w.Remaining, &w.ResetSeconds
 	}
@@ -61,7 +61,7 @@ func toWindow(w throttle.WindowState) windowResponse {
 // the tightest window: the one with fewest sends remaining, and of two
 // equally tight the one that frees later, the one a client must wait for.
 func (a *API) setRateLimitHeaders(h http.Header, snap throttle.Snapshot, refusal *throttle.RateLimitedError) {
-	tight, limited, ok := tightWindow(snap, refusal)
+	tight, limited, ok := TightWindow(snap, refusal)
 	if !ok {
 		return
 	}
@@ -81,10 +81,10 @@ func (a *API) setRateLimitHeaders(h http.Header, snap throttle.Snapshot, refusal
 	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", tight.Window, tight.Remaining, tight.ResetSeconds))
 }
 
-// tightWindow is the window a send's answer describes (see
+// TightWindow is the window a send's answer describes (see
 // setRateLimitHeaders), with every limited window of snap; ok is false when
 // no window is limited and nothing was refused.
-func tightWindow(snap throttle.Snapshot, refusal *throttle.RateLimitedError) (tight throttle.WindowState, limited []throttle.WindowState, ok bool) {
+func TightWindow(snap throttle.Snapshot, refusal *throttle.RateLimitedError) (tight throttle.WindowState, limited []throttle.WindowState, ok bool) {
 	for _, w := range snap.States() {
 		if w.Limit > 0 {
 			limited = append(limited, w)

@@ -42,8 +42,10 @@ func (a *API) routes(e *echo.Echo) {
 	v1.GET("/rate-limit", a.rateLimit)
 	v1.POST("/search", a.search)
 
-	// MCP (see mcp.go): streamable HTTP, stateless, so POST only; GET (a
+	// MCP (api/mcp): streamable HTTP, stateless, so POST only; GET (a
 	// server-to-client stream) is 405, as the transport allows. Behind the
 	// API key like /v1.
-	e.POST("/mcp", a.mcpHandler())
+	if a.MCP != nil {
+		e.POST("/mcp", a.MCP(a))
+	}
 }

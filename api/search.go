@@ -13,18 +13,18 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// maxQueryLen caps a search query, in characters. A query is a phrase a
+// MaxQueryLen caps a search query, in characters. A query is a phrase a
 // person or an agent looks for; 256 characters is several sentences, and
 // the cap keeps one request from costing what a 1,000-character pattern
 // costs a scan.
-const maxQueryLen = 256
+const MaxQueryLen = 256
 
-// checkQuery refuses a query longer than maxQueryLen or containing NUL
+// checkQuery refuses a query longer than MaxQueryLen or containing NUL
 // (which PostgreSQL cannot store in text, so could never match), as a 422
 // at loc.
 func checkQuery(q string, loc ...any) error {
-	if utf8.RuneCountInString(q) > maxQueryLen {
-		return fieldError(fmt.Sprintf("String should have at most %d characters", maxQueryLen), "string_too_long", loc...)
+	if utf8.RuneCountInString(q) > MaxQueryLen {
+		return fieldError(fmt.Sprintf("String should have at most %d characters", MaxQueryLen), "string_too_long", loc...)
 	}
 	if strings.ContainsRune(q, 0) {
 		return fieldError("Query must not contain NUL", "value_error", loc...)
@@ -38,12 +38,12 @@ func (a *API) search(c echo.Context) error {
 		return err
 	}
 	obj.forbidExtra("query", "inbox_id", "limit", "offset")
-	q := searchQuery{Query: obj.str("query", true, 1, maxQueryLen), InboxID: obj.str("inbox_id", true, 0, 0),
-		Limit: obj.integer("limit", defaultLimit, 1, maxSearchLimit), Offset: obj.integer("offset", 0, 0, 1<<31-1)}
+	q := SearchQuery{Query: obj.str("query", true, 1, MaxQueryLen), InboxID: obj.str("inbox_id", true, 0, 0),
+		Limit: obj.integer("limit", DefaultLimit, 1, MaxSearchLimit), Offset: obj.integer("offset", 0, 0, 1<<31-1)}
 	if err := obj.err(); err != nil {
 		return err
 	}
-	msgs, err := a.searchMessages(c.Request().Context(), q, "body")
+	msgs, err := a.SearchMessages(c.Request().Context(), q, "body")
 	if err != nil {
 		return err
 	}
@@ -51,26 +51,26 @@ func (a *API) search(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return streamItems(c, len(msgs), func(i int) any { return toSearchItem(&msgs[i]) },
+	return streamItems(c, len(msgs), func(i int) any { return ToSearchItem(&msgs[i]) },
 		fmt.Sprintf(`"count":%d,"query":%s`, len(msgs), quoted))
 }
 
-// maxSearchLimit is the largest page of search results.
-const maxSearchLimit = 100
+// MaxSearchLimit is the largest page of search results.
+const MaxSearchLimit = 100
 
-// searchQuery is a search of one inbox's or one thread's messages.
-type searchQuery struct {
+// SearchQuery is a search of one inbox's or one thread's messages.
+type SearchQuery struct {
 	Query         string
 	InboxID       string // or ThreadID, or both
 	ThreadID      string
 	Limit, Offset int
 }
 
-// searchMessages runs q: matches of the subject or the body, newest first,
+// SearchMessages runs q: matches of the subject or the body, newest first,
 // with their text bodies. POST /v1/search and the search_email tool both
 // call it; loc is where q came from ("body", "arguments"), for its
 // validation errors.
-func (a *API) searchMessages(ctx context.Context, q searchQuery, loc string) ([]store.Message, error) {
+func (a *API) SearchMessages(ctx context.Context, q SearchQuery, loc string) ([]store.Message, error) {
 	if err := checkQuery(q.Query, loc, "query"); err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (a *API) searchMessages(ctx context.Context, q searchQuery, loc string) ([]
 		}
 	}
 	if q.ThreadID != "" {
-		if _, err := a.thread(ctx, q.ThreadID); err != nil {
+		if _, err := a.Thread(ctx, q.ThreadID); err != nil {
 			return nil, err
 		}
 	}
@@ -99,9 +99,9 @@ func (a *API) searchMessages(ctx context.Context, q searchQuery, loc string) ([]
 	return msgs, nil
 }
 
-func toSearchItem(m *store.Message) searchItem {
-	return searchItem{ID: m.ID, ThreadID: m.ThreadID, InboxID: m.InboxID, Direction: m.Direction,
-		ContentClean: m.Text, CreatedAt: timestamp(m.CreatedAt), Metadata: nonNilMap(m.Metadata)}
+func ToSearchItem(m *store.Message) SearchItem {
+	return SearchItem{ID: m.ID, ThreadID: m.ThreadID, InboxID: m.InboxID, Direction: m.Direction,
+		ContentClean: m.Text, CreatedAt: Timestamp(m.CreatedAt), Metadata: nonNilMap(m.Metadata)}
 }
 
 // searchError turns a search stopped by its context into an answer that

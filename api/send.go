@@ -37,6 +37,31 @@ type sendAnswer struct {
 	read    bool
 }
 
+// SendAnswer is what a send that was not refused answers (see Send).
+type SendAnswer struct {
+	Status   int
+	Body     []byte // the JSON response of POST /v1/messages
+	Replayed bool   // an answer replayed for its idempotency key
+	// Windows are what the answer's rate-limit headers describe;
+	// WindowsRead is false when the answer was decided without the
+	// throttle (a replay, a held message): read them then (SendWindows).
+	Windows     throttle.Snapshot
+	WindowsRead bool
+	// Inbox is the sending inbox, once it was found.
+	Inbox *store.Inbox
+}
+
+// Send sends req from its inbox, under the idempotency key key if it has
+// one (hash: the request's, which a reuse of the key must match): what
+// POST /v1/messages and the send_email tool do once they have read their
+// request.
+func (a *API) Send(ctx context.Context, req skuld.SendRequest, key, hash string) (SendAnswer, error) {
+	var inbox *store.Inbox
+	ans, err := a.sendFrom(ctx, req, key, hash, &inbox)
+	return SendAnswer{Status: ans.status, Body: ans.body, Replayed: ans.replayed, Windows: ans.windows,
+		WindowsRead: ans.read, Inbox: inbox}, err
+}
+
 // sendMessage is POST /v1/messages. The answer's rate-limit headers are
 // built here, explicitly, before anything is written: from the windows the
 // send's admission saw, from the refusal, or read for an answer decided

@@ -24,25 +24,25 @@ func (a *API) listThreads(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := a.threadPage(c.Request().Context(), inboxID, limit, offset)
+	out, err := a.Threads(c.Request().Context(), inboxID, limit, offset)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-// threadPage is a page of an inbox's threads, newest activity first: what
+// Threads is a page of an inbox's threads, newest activity first: what
 // GET /v1/threads, the list_threads tool and the inbox's recent resource
 // answer.
-func (a *API) threadPage(ctx context.Context, inboxID string, limit, offset int) (list[threadSummary], error) {
+func (a *API) Threads(ctx context.Context, inboxID string, limit, offset int) (List[ThreadSummary], error) {
 	if _, err := a.inbox(ctx, inboxID); err != nil {
-		return list[threadSummary]{}, err
+		return List[ThreadSummary]{}, err
 	}
 	threads, err := a.Store.Threads(ctx, inboxID, limit, offset)
 	if err != nil {
-		return list[threadSummary]{}, err
+		return List[ThreadSummary]{}, err
 	}
-	out := list[threadSummary]{Items: make([]threadSummary, len(threads)), Count: len(threads)}
+	out := List[ThreadSummary]{Items: make([]ThreadSummary, len(threads)), Count: len(threads)}
 	for i := range threads {
 		out.Items[i] = toThreadSummary(&threads[i])
 	}
@@ -50,15 +50,15 @@ func (a *API) threadPage(ctx context.Context, inboxID string, limit, offset int)
 }
 
 // getThread writes the whole conversation, as the contract has it, however
-// long, one message at a time (see walkBodies), so memory does not grow
+// long, one message at a time (see WalkBodies), so memory does not grow
 // with the thread.
 func (a *API) getThread(c echo.Context) error {
 	ctx := c.Request().Context()
-	t, err := a.thread(ctx, c.Param("id"))
+	t, err := a.Thread(ctx, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	msgs, err := a.conversation(ctx, t)
+	msgs, err := a.Conversation(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -78,13 +78,13 @@ func (a *API) getThread(c echo.Context) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	err = a.walkBodies(ctx, msgs, func(i int, m *store.Message) error {
+	err = a.WalkBodies(ctx, msgs, func(i int, m *store.Message) error {
 		if i > 0 {
 			if _, err := io.WriteString(w, ","); err != nil {
 				return err
 			}
 		}
-		return enc.Encode(toThreadMessage(m))
+		return enc.Encode(ToThreadMessage(m))
 	})
 	if err != nil {
 		return err
@@ -93,19 +93,19 @@ func (a *API) getThread(c echo.Context) error {
 	return err
 }
 
-// conversation lists t's messages, oldest first, without their bodies
-// (walkBodies reads them).
-func (a *API) conversation(ctx context.Context, t *store.Thread) ([]store.Message, error) {
+// Conversation lists t's messages, oldest first, without their bodies
+// (WalkBodies reads them).
+func (a *API) Conversation(ctx context.Context, t *store.Thread) ([]store.Message, error) {
 	msgs, _, err := a.Store.Messages(ctx, store.MessageFilter{ThreadID: t.ID, OmitBodies: true, SkipTotal: true})
 	slices.Reverse(msgs) // oldest first
 	return msgs, err
 }
 
-// walkBodies calls each for every message of msgs (read with OmitBodies),
+// WalkBodies calls each for every message of msgs (read with OmitBodies),
 // in order, with its text body: the bodies are read in batches of
-// maxPageBytes, and each batch is dropped before the next is read, so
+// MaxPageBytes, and each batch is dropped before the next is read, so
 // memory does not grow with the list. An error from each stops the walk.
-func (a *API) walkBodies(ctx context.Context, msgs []store.Message, each func(i int, m *store.Message) error) error {
+func (a *API) WalkBodies(ctx context.Context, msgs []store.Message, each func(i int, m *store.Message) error) error {
 	for i := 0; i < len(msgs); {
 		batch := msgs[i : i+bodyBatch(msgs[i:], false)]
 		if err := a.loadBodies(ctx, batch, false); err != nil {
@@ -122,17 +122,17 @@ func (a *API) walkBodies(ctx context.Context, msgs []store.Message, each func(i 
 	return nil
 }
 
-// toThreadMessage is one message of the conversation view.
-func toThreadMessage(m *store.Message) threadMessage {
+// ToThreadMessage is one message of the conversation view.
+func ToThreadMessage(m *store.Message) ThreadMessage {
 	ts := m.CreatedAt
 	if m.SentAt != nil {
 		ts = *m.SentAt
 	}
-	return threadMessage{Role: "assistant", Author: m.FromAddress, Content: m.Text, Timestamp: timestamp(ts)}
+	return ThreadMessage{Role: "assistant", Author: m.FromAddress, Content: m.Text, Timestamp: Timestamp(ts)}
 }
 
-// thread loads a thread, mapping absence to the contract's 404 sentence.
-func (a *API) thread(ctx context.Context, id string) (*store.Thread, error) {
+// Thread loads a thread, mapping absence to the contract's 404 sentence.
+func (a *API) Thread(ctx context.Context, id string) (*store.Thread, error) {
 	t, err := a.Store.Thread(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound(fmt.Sprintf("Thread %s not found", id))

@@ -9,41 +9,41 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// timestamp renders as RFC 3339 in UTC with microseconds and "+00:00", the
+// Timestamp renders as RFC 3339 in UTC with microseconds and "+00:00", the
 // form the Python server emits, which every client's parser accepts.
-type timestamp time.Time
+type Timestamp time.Time
 
-func (t timestamp) MarshalJSON() ([]byte, error) {
+func (t Timestamp) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000000+00:00") + `"`), nil
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote (an answer read back, as the
 // MCP tools read a send's).
-func (t *timestamp) UnmarshalJSON(b []byte) error {
+func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
 	v, err := time.Parse(time.RFC3339Nano, s)
-	*t = timestamp(v)
+	*t = Timestamp(v)
 	return err
 }
 
-func optTime(t *time.Time) *timestamp {
+func optTime(t *time.Time) *Timestamp {
 	if t == nil {
 		return nil
 	}
-	ts := timestamp(*t)
+	ts := Timestamp(*t)
 	return &ts
 }
 
-// list is the envelope of every list endpoint.
-type list[T any] struct {
+// List is the envelope of every list endpoint.
+type List[T any] struct {
 	Items []T `json:"items"`
 	Count int `json:"count"`
 }
 
-type inboxResponse struct {
+type InboxResponse struct {
 	ID             string         `json:"id"`
 	EmailAddress   string         `json:"email_address"`
 	Name           string         `json:"name"`
@@ -51,7 +51,7 @@ type inboxResponse struct {
 	// RateLimit is ours: the inbox's overrides of the inbox default
 	// limits, null where it uses the default.
 	RateLimit inboxRateLimit `json:"rate_limit"`
-	CreatedAt timestamp      `json:"created_at"`
+	CreatedAt Timestamp      `json:"created_at"`
 }
 
 type inboxRateLimit struct {
@@ -59,38 +59,38 @@ type inboxRateLimit struct {
 	PerHour   *int `json:"per_hour"`
 }
 
-func toInbox(in *store.Inbox) inboxResponse {
-	return inboxResponse{ID: in.ID, EmailAddress: in.EmailAddress, Name: in.Name,
-		ProviderConfig: map[string]any{}, CreatedAt: timestamp(in.CreatedAt),
+func toInbox(in *store.Inbox) InboxResponse {
+	return InboxResponse{ID: in.ID, EmailAddress: in.EmailAddress, Name: in.Name,
+		ProviderConfig: map[string]any{}, CreatedAt: Timestamp(in.CreatedAt),
 		RateLimit: inboxRateLimit{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour}}
 }
 
-type threadSummary struct {
+type ThreadSummary struct {
 	ID              string    `json:"id"`
 	InboxID         string    `json:"inbox_id"`
 	Subject         string    `json:"subject"`
 	Summary         *string   `json:"summary"`
-	LastMessageAt   timestamp `json:"last_message_at"`
+	LastMessageAt   Timestamp `json:"last_message_at"`
 	ParticipantHash string    `json:"participant_hash"`
 	MessageCount    int       `json:"message_count"`
 }
 
-func toThreadSummary(t *store.Thread) threadSummary {
-	return threadSummary{ID: t.ID, InboxID: t.InboxID, Subject: t.Subject, Summary: t.Summary,
-		LastMessageAt: timestamp(t.LastMessageAt), ParticipantHash: t.ParticipantHash,
+func toThreadSummary(t *store.Thread) ThreadSummary {
+	return ThreadSummary{ID: t.ID, InboxID: t.InboxID, Subject: t.Subject, Summary: t.Summary,
+		LastMessageAt: Timestamp(t.LastMessageAt), ParticipantHash: t.ParticipantHash,
 		MessageCount: t.MessageCount}
 }
 
-// threadMessage is the conversation view an LLM consumes: outbound mail is
+// ThreadMessage is the conversation view an LLM consumes: outbound mail is
 // the assistant speaking as the inbox.
-type threadMessage struct {
+type ThreadMessage struct {
 	Role      string    `json:"role"`
 	Author    string    `json:"author"`
 	Content   string    `json:"content"`
-	Timestamp timestamp `json:"timestamp"`
+	Timestamp Timestamp `json:"timestamp"`
 }
 
-type messageResponse struct {
+type MessageResponse struct {
 	ID                string         `json:"id"`
 	ThreadID          string         `json:"thread_id"`
 	InboxID           string         `json:"inbox_id"`
@@ -108,45 +108,45 @@ type messageResponse struct {
 	Text              string         `json:"text"`
 	HTML              string         `json:"html"`
 	ContentClean      string         `json:"content_clean"`
-	Timestamp         timestamp      `json:"timestamp"`
+	Timestamp         Timestamp      `json:"timestamp"`
 	Labels            []string       `json:"labels"`
 	Preview           string         `json:"preview"`
 	Size              int            `json:"size"`
 	InReplyTo         *string        `json:"in_reply_to"`
 	References        []string       `json:"references"`
 	Metadata          map[string]any `json:"metadata"`
-	CreatedAt         timestamp      `json:"created_at"`
-	SentAt            *timestamp     `json:"sent_at"`
+	CreatedAt         Timestamp      `json:"created_at"`
+	SentAt            *Timestamp     `json:"sent_at"`
 	// ScheduledAt and NextAttemptAt are ours (issue 19): when a scheduled
 	// message is due, and when a queued one's windows should have room.
-	ScheduledAt   *timestamp `json:"scheduled_at"`
-	NextAttemptAt *timestamp `json:"next_attempt_at"`
+	ScheduledAt   *Timestamp `json:"scheduled_at"`
+	NextAttemptAt *Timestamp `json:"next_attempt_at"`
 }
 
-func toMessage(m *store.Message) messageResponse {
+func ToMessage(m *store.Message) MessageResponse {
 	ts := m.CreatedAt
 	if m.SentAt != nil {
 		ts = *m.SentAt
 	}
-	return messageResponse{
+	return MessageResponse{
 		ID: m.ID, ThreadID: m.ThreadID, InboxID: m.InboxID, Direction: m.Direction,
 		ProviderMessageID: m.ProviderMessageID, MessageIDHeader: m.MessageIDHeader,
 		Status: m.Status, Error: m.Error, Subject: m.Subject, FromAddress: m.FromAddress,
 		ToAddresses: nonNil(m.ToAddresses), CcAddresses: nonNil(m.CcAddresses),
 		BccAddresses: nonNil(m.BccAddresses), ReplyToAddresses: nonNil(m.ReplyToAddresses),
-		Text: m.Text, HTML: m.HTML, ContentClean: m.Text, Timestamp: timestamp(ts),
+		Text: m.Text, HTML: m.HTML, ContentClean: m.Text, Timestamp: Timestamp(ts),
 		Labels: nonNil(m.Labels), Preview: preview(m.Text), Size: m.Size,
 		InReplyTo: m.InReplyTo, References: nonNil(m.References), Metadata: nonNilMap(m.Metadata),
-		CreatedAt: timestamp(m.CreatedAt), SentAt: optTime(m.SentAt),
+		CreatedAt: Timestamp(m.CreatedAt), SentAt: optTime(m.SentAt),
 		ScheduledAt: optTime(m.ScheduledAt), NextAttemptAt: optTime(m.NextAttemptAt),
 	}
 }
 
-// messageDetail is GET /v1/messages/{id}: the message and the
+// MessageDetail is GET /v1/messages/{id}: the message and the
 // descriptions of its attachments.
-type messageDetail struct {
-	messageResponse
-	Attachments []attachmentResponse `json:"attachments"`
+type MessageDetail struct {
+	MessageResponse
+	Attachments []AttachmentResponse `json:"attachments"`
 }
 
 // sendResponse is the answer to POST /v1/messages.
@@ -158,23 +158,23 @@ type sendResponse struct {
 	Error             *string `json:"error"`
 	// ScheduledAt is set on a scheduled message (202), NextAttemptAt on a
 	// queued one (202); both are null on a message sent at once (201).
-	ScheduledAt   *timestamp `json:"scheduled_at"`
-	NextAttemptAt *timestamp `json:"next_attempt_at"`
+	ScheduledAt   *Timestamp `json:"scheduled_at"`
+	NextAttemptAt *Timestamp `json:"next_attempt_at"`
 }
 
-type searchItem struct {
+type SearchItem struct {
 	ID           string         `json:"id"`
 	ThreadID     string         `json:"thread_id"`
 	InboxID      string         `json:"inbox_id"`
 	Direction    string         `json:"direction"`
 	ContentClean string         `json:"content_clean"`
-	CreatedAt    timestamp      `json:"created_at"`
+	CreatedAt    Timestamp      `json:"created_at"`
 	Metadata     map[string]any `json:"metadata"`
 }
 
-// windowResponse is one throttle window. An unlimited window has limit 0,
+// WindowResponse is one throttle window. An unlimited window has limit 0,
 // its counts, and null remaining and reset_seconds.
-type windowResponse struct {
+type WindowResponse struct {
 	Limit        int  `json:"limit"`
 	Used         *int `json:"used"`
 	InFlight     *int `json:"in_flight"`
@@ -182,9 +182,9 @@ type windowResponse struct {
 	ResetSeconds *int `json:"reset_seconds"`
 }
 
-type rateLimitResponse struct {
-	PerMinute windowResponse `json:"per_minute"`
-	PerHour   windowResponse `json:"per_hour"`
+type RateLimitResponse struct {
+	PerMinute WindowResponse `json:"per_minute"`
+	PerHour   WindowResponse `json:"per_hour"`
 }
 
 // previewRunes is how much of the body a preview shows.

@@ -50,7 +50,7 @@ func TestSlowUploadIsCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read response: %v", err)
 	}
-	var body errorBody
+	var body ErrorBody
 	_ = json.NewDecoder(res.Body).Decode(&body)
 	if res.StatusCode != http.StatusRequestTimeout || body.Code != "request_timeout" {
 		t.Fatalf("got %d %+v, want 408 request_timeout", res.StatusCode, body)

@@ -90,7 +90,7 @@ func (o object) key(name string) string {
 func decodeBody(r io.Reader) (object, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return object{}, readError(err)
+		return object{}, ReadError(err)
 	}
 	if tooDeep(data, maxJSONDepth) {
 		return object{}, fieldError(fmt.Sprintf("JSON nested deeper than %d levels", maxJSONDepth), "json_invalid", "body")
@@ -322,10 +322,10 @@ func plural(n int) string {
 	return "s"
 }
 
-// readError sorts a failure to read the body: the client's doing (it went
+// ReadError sorts a failure to read the body: the client's doing (it went
 // away, or was too slow for the read timeout, or sent less than it
 // announced) is a 4xx logged at INFO, not a 500 at ERROR.
-func readError(err error) error {
+func ReadError(err error) error {
 	var he *echo.HTTPError
 	var ne net.Error
 	switch {

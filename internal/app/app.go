@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/api"
+	"github.com/nornweave/nornweave/api/mcp"
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/metrics"
@@ -184,6 +185,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		ScheduleMaxAhead:       cmp.Or(cfg.ScheduleMaxAhead, 30*24*time.Hour),
 		QueueOnThrottle:        cfg.SendOnThrottle == "queue",
 		Version:                version,
+		MCP:                    mcp.Handler,
 	})
 	return a, nil
 }

@@ -1,4 +1,4 @@
-package api
+package mcp
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The Python server's resources: an inbox's recent threads, a thread as
@@ -36,7 +36,7 @@ func TestMCPResources(t *testing.T) {
 		t.Errorf("resource templates = %v", uris)
 	}
 
-	res, err := e.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "email://inbox/" + id + "/recent"})
+	res, err := e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "email://inbox/" + id + "/recent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestMCPResources(t *testing.T) {
 		recent.Items[0].ID != thread || res.Contents[0].MIMEType != "application/json" {
 		t.Errorf("recent = %s (%v), want 10 threads, the newest first", res.Contents[0].Text, err)
 	}
-	res, err = e.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "email://thread/" + thread})
+	res, err = e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "email://thread/" + thread})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestMCPResources(t *testing.T) {
 		t.Errorf("thread resource = %s %q", c.MIMEType, c.Text)
 	}
 	for _, uri := range []string{"email://thread/nonexistent", "email://inbox/nonexistent/recent"} {
-		_, err := e.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		_, err := e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
 		if err == nil || !strings.Contains(err.Error(), "not found") {
 			t.Errorf("%s: err = %v, want resource not found", uri, err)
 		}

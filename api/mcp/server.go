@@ -1,10 +1,14 @@
-package api
+// Package mcp is the MCP face of the API: the same operations the REST
+// handlers call (api.API's exported ones), as tools and resources an agent
+// discovers and calls. It is served at /mcp (streamable HTTP) behind the
+// same middleware as /v1 — the API key, the cross-site check, the body
+// limit, the access log — and `nornweave mcp` forwards stdio to it, so
+// every agent's send meets this server's pipeline and throttle.
+package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,17 +17,11 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/labstack/echo/v4"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/core/logging"
 )
-
-// The MCP face of the API: the same services the REST handlers call, as
-// tools and resources an agent discovers and calls. It is served at /mcp
-// (streamable HTTP) behind the same middleware as /v1 — the API key, the
-// cross-site check, the body limit, the access log — and `nornweave mcp`
-// forwards stdio to it, so every agent's send meets this server's pipeline
-// and throttle.
 
 // mcpInstructions is what a client gives the model about the server as a
 // whole: what it is for and how to pace sends.
@@ -48,28 +46,41 @@ retry with the same idempotency_key (retrying sooner is refused again). domain_b
 server's policy refuses a recipient's domain; retrying will not help. not_found: check the id.
 validation_error: fix the arguments named in "errors".`
 
-// mcpServer builds the MCP server: every tool of mcpTools and the
+// Server is the MCP server of one API: every tool of tools, and the
 // resources. One server serves every session; it holds no per-client
-// state.
-func (a *API) mcpServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "nornweave", Title: "NornWeave", Version: a.Version},
-		&mcp.ServerOptions{
+// state. Safe for concurrent use.
+type Server struct {
+	api *api.API
+	sdk *sdk.Server
+	// take is api.TakeInFlight, which an answer's memory is taken from
+	// (chargeAnswer); a test counts what is held through it.
+	take func(ctx context.Context, n int64) (release func(), err error)
+}
+
+// New builds the MCP server of a.
+func New(a *api.API) *Server {
+	s := &Server{api: a, take: a.TakeInFlight}
+	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "nornweave", Title: "NornWeave", Version: a.Version},
+		&sdk.ServerOptions{
 			Instructions: mcpInstructions,
 			// The SDK logs each connection at INFO (in stateless HTTP,
 			// each request): only its warnings and errors are ours.
-			Logger: logging.AtLeast(a.logger, slog.LevelWarn),
+			Logger: logging.AtLeast(a.Logger, slog.LevelWarn),
 			// No logging capability, and nothing changes at run time.
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{},
-				Resources: &mcp.ResourceCapabilities{}},
+			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{},
+				Resources: &sdk.ResourceCapabilities{}},
 		})
-	for _, t := range a.mcpTools() {
-		s.AddTool(t.def, a.toolHandler(t))
+	for _, t := range s.tools() {
+		s.sdk.AddTool(t.def, s.toolHandler(t))
 	}
-	a.addResources(s)
+	s.addResources()
 	return s
 }
 
-// mcpHandler is /mcp: streamable HTTP, stateless. Each POST is complete in
+// Handler is New(a).Handler(): what api.Options.MCP takes.
+func Handler(a *api.API) echo.HandlerFunc { return New(a).Handler() }
+
+// Handler is /mcp: streamable HTTP, stateless. Each POST is complete in
 // itself (no Mcp-Session-Id), so a client may reach any of several servers
 // behind a balancer, a restart loses nothing, and the server keeps no
 // session to expire; the tools never call back to the client, which is
@@ -80,26 +91,26 @@ func (a *API) mcpServer() *mcp.Server {
 // and the SDK's narrower rule would refuse what those allow (a reverse
 // proxy on loopback forwarding its public name). Cross-origin requests meet
 // the API's crossSite check, as on /v1. The SDK's body limit is the API's.
-func (a *API) mcpHandler() echo.HandlerFunc {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return a.mcp },
-		&mcp.StreamableHTTPOptions{
+func (s *Server) Handler() echo.HandlerFunc {
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk },
+		&sdk.StreamableHTTPOptions{
 			Stateless:                    true,
 			JSONResponse:                 true,
-			Logger:                       logging.AtLeast(a.logger, slog.LevelWarn),
+			Logger:                       logging.AtLeast(s.api.Logger, slog.LevelWarn),
 			DisableLocalhostProtection:   true,
-			MaxRequestBodyBytes:          a.bodyLimit,
+			MaxRequestBodyBytes:          s.api.BodyLimit(),
 			PropagateRequestCancellation: true,
 		})
-	return func(c echo.Context) error { return a.serveMCP(c, h) }
+	return func(c echo.Context) error { return s.serveMCP(c, h) }
 }
 
 // mcpTool is one tool: its definition (name, description, schemas) and
 // what it does with its arguments. Arguments are read by the same JSON
-// binder as a REST body (object), so a tool validates exactly as its route
+// binder as a REST body (api.Args), so a tool validates exactly as its route
 // does; the input schema tells the model the same rules.
 type mcpTool struct {
-	def *mcp.Tool
-	run func(ctx context.Context, args object) (any, error)
+	def *sdk.Tool
+	run func(ctx context.Context, args api.Args) (any, error)
 }
 
 // toolText is a result whose text content is not its JSON (get_thread's
@@ -110,18 +121,18 @@ type toolText interface{ toolText() string }
 // structuredContent and its JSON (or toolText) as text, or a refusal
 // (isError) with the same code the REST API gives for the same error.
 // Every call is counted by tool and outcome.
-func (a *API) toolHandler(t mcpTool) mcp.ToolHandler {
+func (s *Server) toolHandler(t mcpTool) sdk.ToolHandler {
 	name := t.def.Name
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		out, body, err := a.runTool(ctx, t, req.Params.Arguments)
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		out, body, err := s.runTool(ctx, t, req.Params.Arguments)
 		if err != nil {
-			p := a.classify(ctx, err, slog.String("tool", name))
-			a.Metrics.ToolCall(name, p.Code)
+			p := s.api.Classify(ctx, err, slog.String("tool", name))
+			s.api.Metrics.ToolCall(name, p.Code)
 			return refusalResult(p), nil
 		}
-		if err := a.answerFits(ctx, body); err != nil {
-			p := a.classify(ctx, err, slog.String("tool", name))
-			a.Metrics.ToolCall(name, p.Code)
+		if err := s.answerFits(ctx, body); err != nil {
+			p := s.api.Classify(ctx, err, slog.String("tool", name))
+			s.api.Metrics.ToolCall(name, p.Code)
 			return refusalResult(p), nil
 		}
 		text := body
@@ -135,8 +146,8 @@ func (a *API) toolHandler(t mcpTool) mcp.ToolHandler {
 					"field is the conversation to read.", len(body))
 			}
 		}
-		a.Metrics.ToolCall(name, "ok")
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		s.api.Metrics.ToolCall(name, "ok")
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}},
 			StructuredContent: json.RawMessage(body)}, nil
 	}
 }
@@ -144,19 +155,19 @@ func (a *API) toolHandler(t mcpTool) mcp.ToolHandler {
 // answerFits refuses a result over maxToolResult (the lists are cut to
 // fit before they are encoded; this is the bound for the rest) and takes
 // the answer's memory from the in-flight budget until it is written.
-func (a *API) answerFits(ctx context.Context, body string) error {
+func (s *Server) answerFits(ctx context.Context, body string) error {
 	if len(body) > maxToolResult+pageEnvelope {
-		return newError(http.StatusRequestEntityTooLarge, "result_too_large", fmt.Sprintf(
+		return api.NewError(http.StatusRequestEntityTooLarge, "result_too_large", fmt.Sprintf(
 			"The result is %d bytes of JSON, more than a tool answers (%d MiB); read it from the REST API",
 			len(body), maxToolResult>>20))
 	}
-	return a.chargeAnswer(ctx, answerCopies*int64(len(body)))
+	return s.chargeAnswer(ctx, answerCopies*int64(len(body)))
 }
 
 // runTool reads the arguments, runs t, and returns its result with the
 // result's JSON.
-func (a *API) runTool(ctx context.Context, t mcpTool, raw json.RawMessage) (any, string, error) {
-	args, err := decodeArgs(raw)
+func (s *Server) runTool(ctx context.Context, t mcpTool, raw json.RawMessage) (any, string, error) {
+	args, err := api.DecodeArgs(raw)
 	if err != nil {
 		return nil, "", err
 	}
@@ -168,50 +179,28 @@ func (a *API) runTool(ctx context.Context, t mcpTool, raw json.RawMessage) (any,
 	return out, body, err
 }
 
-// decodeArgs reads a tool's arguments as the REST API reads a body: one
-// JSON object, every problem at once, located under "arguments".
-func decodeArgs(raw json.RawMessage) (object, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
-		raw = json.RawMessage("{}")
-	}
-	obj, err := decodeBody(bytes.NewReader(raw))
-	var ve *ValidationError
-	if errors.As(err, &ve) {
-		for i := range ve.Errors {
-			if loc := ve.Errors[i].Loc; len(loc) > 0 && loc[0] == "body" {
-				ve.Errors[i].Loc = append([]any{"arguments"}, loc[1:]...)
-			}
-		}
-	}
-	if err != nil {
-		return object{}, err
-	}
-	obj.loc = []any{"arguments"}
-	return obj, nil
-}
-
 // toolRefusal is a refused call's structuredContent: the REST API's code
 // and sentence, and what a throttled agent needs to wait.
 type toolRefusal struct {
 	Code   string `json:"code" jsonschema:"the REST API's error code: rate_limited, domain_blocked, not_found, validation_error, ..."`
 	Detail string `json:"detail" jsonschema:"what went wrong, in a sentence"`
 	// RetryAfterSeconds is set when waiting helps.
-	RetryAfterSeconds int          `json:"retry_after_seconds,omitempty" jsonschema:"wait this many seconds before trying again"`
-	Violated          []string     `json:"violated,omitempty" jsonschema:"rate_limited: the full throttle windows (per-minute, per-hour, inbox-per-minute, inbox-per-hour)"`
-	Errors            []FieldError `json:"errors,omitempty" jsonschema:"validation_error: one item per problem; loc names the argument"`
+	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty" jsonschema:"wait this many seconds before trying again"`
+	Violated          []string         `json:"violated,omitempty" jsonschema:"rate_limited: the full throttle windows (per-minute, per-hour, inbox-per-minute, inbox-per-hour)"`
+	Errors            []api.FieldError `json:"errors,omitempty" jsonschema:"validation_error: one item per problem; loc names the argument"`
 }
 
 // refusalResult is p as a tool result an agent can act on.
-func refusalResult(p problem) *mcp.CallToolResult {
+func refusalResult(p api.Problem) *sdk.CallToolResult {
 	r := toolRefusal{Code: p.Code, Detail: p.Detail, RetryAfterSeconds: p.RetryAfter, Violated: p.Violated,
 		Errors: p.Fields}
 	body, _ := marshalNoEscape(r) // strings, ints and FieldErrors always marshal
-	return &mcp.CallToolResult{IsError: true, StructuredContent: json.RawMessage(body),
-		Content: []mcp.Content{&mcp.TextContent{Text: refusalText(p)}}}
+	return &sdk.CallToolResult{IsError: true, StructuredContent: json.RawMessage(body),
+		Content: []sdk.Content{&sdk.TextContent{Text: refusalText(p)}}}
 }
 
 // refusalText is the sentence a model reads: what happened and what to do.
-func refusalText(p problem) string {
+func refusalText(p api.Problem) string {
 	switch p.Code {
 	case "rate_limited":
 		return fmt.Sprintf("%s. Nothing was sent. Try again in %d second%s, with the same idempotency_key; "+
@@ -234,7 +223,7 @@ func refusalText(p problem) string {
 // error's location is names and indexes.
 func schemaOptions() *jsonschema.ForOptions {
 	return &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[timestamp](): {Type: "string", Description: "RFC 3339 time, UTC"},
+		reflect.TypeFor[api.Timestamp](): {Type: "string", Description: "RFC 3339 time, UTC"},
 		reflect.TypeFor[[]any](): {Type: "array", Items: &jsonschema.Schema{AnyOf: []*jsonschema.Schema{
 			{Type: "string"}, {Type: "integer"}}}},
 	}}

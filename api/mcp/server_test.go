@@ -1,4 +1,4 @@
-package api
+package mcp
 
 import (
 	"context"
@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld"
@@ -73,12 +74,13 @@ func (m *toolMetrics) ToolCall(tool, outcome string) {
 // mcpEnv is a client connected in memory to the MCP server of an API.
 type mcpEnv struct {
 	t       *testing.T
-	cs      *mcp.ClientSession
+	cs      *sdk.ClientSession
 	out     *outbox
 	clock   *clocktest.Clock
 	metrics *toolMetrics
 	schemas map[string]*jsonschema.Resolved // each tool's output schema, as the client listed it
-	srv     *Server                         // the API, for calls over HTTP
+	srv     *api.Server                     // the API, for calls over HTTP
+	mcp     *Server                         // its MCP server
 }
 
 // perMinute is the global limit of the test API: small enough to reach.
@@ -105,25 +107,27 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 	}
 	env := &mcpEnv{t: t, out: &outbox{}, clock: clock, metrics: &toolMetrics{}}
 	sender := skuld.NewSender(skuld.Options{Store: st, Provider: env.out, Throttle: th, Filter: policy, Clock: clock})
-	srv := New(Options{Store: st, Sender: sender, Throttle: th, Clock: clock, Metrics: env.metrics,
+	o := api.Options{Store: st, Sender: sender, Throttle: th, Clock: clock, Metrics: env.metrics,
 		EmailDomain: "acme.test", AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20,
-		AttachmentMaxCount: 2, Version: "test"})
-	env.srv = srv
-	env.cs = connectInMemory(t, srv.api.mcp)
+		AttachmentMaxCount: 2, Version: "test"}
+	s := withMCP(&o)
+	env.srv = api.New(o)
+	env.mcp = *s
+	env.cs = connectInMemory(t, env.mcp.sdk)
 	env.schemas = outputSchemas(t, env.cs)
 	return env
 }
 
 // connectInMemory connects an SDK client to s over the in-memory transports.
-func connectInMemory(t *testing.T, s *mcp.Server) *mcp.ClientSession {
+func connectInMemory(t *testing.T, s *sdk.Server) *sdk.ClientSession {
 	t.Helper()
 	ctx := context.Background()
-	ct, st := mcp.NewInMemoryTransports()
+	ct, st := sdk.NewInMemoryTransports()
 	ss, err := s.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +136,7 @@ func connectInMemory(t *testing.T, s *mcp.Server) *mcp.ClientSession {
 }
 
 // outputSchemas lists the tools and resolves each one's output schema.
-func outputSchemas(t *testing.T, cs *mcp.ClientSession) map[string]*jsonschema.Resolved {
+func outputSchemas(t *testing.T, cs *sdk.ClientSession) map[string]*jsonschema.Resolved {
 	t.Helper()
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -162,9 +166,9 @@ func remarshal(from, to any) error {
 // call calls a tool and checks its structuredContent against the tool's
 // output schema, as a client that validates results does, refusals
 // included.
-func (e *mcpEnv) call(name string, args map[string]any) *mcp.CallToolResult {
+func (e *mcpEnv) call(name string, args map[string]any) *sdk.CallToolResult {
 	e.t.Helper()
-	res, err := e.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := e.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		e.t.Fatalf("%s: protocol error %v; a refusal must be a result", name, err)
 	}
@@ -174,7 +178,7 @@ func (e *mcpEnv) call(name string, args map[string]any) *mcp.CallToolResult {
 	if err := e.schemas[name].Validate(res.StructuredContent); err != nil {
 		e.t.Errorf("%s: structuredContent does not match its output schema: %v\n%v", name, err, res.StructuredContent)
 	}
-	if len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text == "" {
+	if len(res.Content) == 0 || res.Content[0].(*sdk.TextContent).Text == "" {
 		e.t.Errorf("%s: no text content", name)
 	}
 	return res
@@ -204,7 +208,7 @@ func (e *mcpEnv) refused(name string, args map[string]any) (toolRefusal, string)
 	return r, text(res)
 }
 
-func text(res *mcp.CallToolResult) string { return res.Content[0].(*mcp.TextContent).Text }
+func text(res *sdk.CallToolResult) string { return res.Content[0].(*sdk.TextContent).Text }
 
 func TestMCPListsTheToolsWithSchemas(t *testing.T) {
 	e := newMCPEnv(t)

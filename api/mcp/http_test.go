@@ -1,4 +1,4 @@
-package api
+package mcp
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -22,9 +23,11 @@ const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pro
 // JSON errors, not the transport's plain text.
 func TestMCPEndpointSharesTheAPIsRules(t *testing.T) {
 	ok := fakeSender(func() (*store.Message, error) { return &store.Message{ID: "m", Status: "sent"}, nil })
-	h := New(Options{Store: fakeStore{}, Sender: ok, Throttle: memThrottle(5, 0), APIKey: "key",
+	o := api.Options{Store: fakeStore{}, Sender: ok, Throttle: memThrottle(5, 0), APIKey: "key",
 		AuthFailureLimit: 3, CORSOrigins: []string{"https://app.example"}, AttachmentMaxSize: 1 << 20,
-		AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2})
+		AttachmentMaxTotalSize: 1 << 20, AttachmentMaxCount: 2}
+	withMCP(&o)
+	h := api.New(o)
 	accept := []string{"Accept", "application/json, text/event-stream"}
 	key := append([]string{"X-API-Key", "key"}, accept...)
 	tests := []struct {
@@ -82,7 +85,8 @@ func TestMCPEndpointSharesTheAPIsRules(t *testing.T) {
 // shares with /v1) decide, so a request through a reverse proxy on
 // loopback that forwards its public name is not the SDK's plain-text 403.
 func TestMCPHostIsTheAPIsToJudge(t *testing.T) {
-	srv := httptest.NewServer(newTestAPI(nil, ""))
+	h, _ := newTestAPI(nil, "")
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	req, err := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(initialize))
 	if err != nil {
@@ -106,18 +110,19 @@ func TestMCPHostIsTheAPIsToJudge(t *testing.T) {
 // The SDK's streamable-HTTP client, as agents use it, through the API key.
 func TestMCPOverHTTPWithTheSDKClient(t *testing.T) {
 	ok := fakeSender(func() (*store.Message, error) { return &store.Message{ID: "m", ThreadID: "t", Status: "sent"}, nil })
-	srv := httptest.NewServer(newTestAPI(ok, "key"))
+	h, _ := newTestAPI(ok, "key")
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	ctx := context.Background()
-	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
+	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	transport := &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
 		HTTPClient: &http.Client{Transport: keyTransport{"key"}}}
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "send_email", Arguments: map[string]any{
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "send_email", Arguments: map[string]any{
 		"inbox_id": "i", "to": []string{"a@b.test"}, "subject": "s", "body": ""}})
 	if err != nil || res.IsError {
 		t.Fatalf("send_email over HTTP: %v %+v", err, res)
@@ -126,7 +131,7 @@ func TestMCPOverHTTPWithTheSDKClient(t *testing.T) {
 		t.Errorf("message_id = %v, want m", got)
 	}
 
-	bare := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}
+	bare := &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}
 	if _, err := client.Connect(ctx, bare, nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("connect without the key: %v, want 401 Unauthorized", err)
 	}

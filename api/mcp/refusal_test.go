@@ -1,4 +1,4 @@
-package api
+package mcp
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/skuld/throttle"
@@ -38,9 +38,9 @@ func TestMCPIdempotencyKey(t *testing.T) {
 	e.out.held, e.out.release = make(chan struct{}), make(chan struct{})
 	slow := map[string]any{"inbox_id": id, "to": []string{"bob@example.com"}, "subject": "Slow", "body": "b",
 		"idempotency_key": "slow"}
-	done := make(chan *mcp.CallToolResult, 1)
+	done := make(chan *sdk.CallToolResult, 1)
 	go func() {
-		res, _ := e.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_email", Arguments: slow})
+		res, _ := e.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "send_email", Arguments: slow})
 		done <- res
 	}()
 	<-e.out.held
@@ -132,7 +132,7 @@ func TestMCPRefusals(t *testing.T) {
 
 	t.Run("body_too_large", func(t *testing.T) {
 		args := send("ann@example.com")
-		args["body"] = strings.Repeat("x", defaultBodyMaxSize+1)
+		args["body"] = strings.Repeat("x", 1<<20+1) // BODY_MAX_SIZE_MB's default is 1
 		if r, _ := e.refused("send_email", args); r.Code != "body_too_large" || !strings.Contains(r.Detail, "BODY_MAX_SIZE_MB") {
 			t.Errorf("body over the limit = %+v", r)
 		}
@@ -202,9 +202,9 @@ func TestMCPPipelineFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newTestAPI(func() (*store.Message, error) { return nil, tt.err }, "").(*Server)
+			_, s := newTestAPI(func() (*store.Message, error) { return nil, tt.err }, "")
 			e := &mcpEnv{t: t}
-			e.cs = connectInMemory(t, srv.api.mcp)
+			e.cs = connectInMemory(t, s.sdk)
 			e.schemas = outputSchemas(t, e.cs)
 			r, txt := e.refused("send_email", map[string]any{"inbox_id": "i", "to": []string{"a@b.test"},
 				"subject": "s", "body": ""})

@@ -1,4 +1,4 @@
-package api
+package mcp
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -21,22 +22,22 @@ const recentThreads = 10
 
 // addResources adds the Python server's two resources: an inbox's recent
 // threads and a thread as Markdown.
-func (a *API) addResources(s *mcp.Server) {
-	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "inbox_recent", Title: "Recent threads of an inbox",
+func (s *Server) addResources() {
+	s.sdk.AddResourceTemplate(&sdk.ResourceTemplate{Name: "inbox_recent", Title: "Recent threads of an inbox",
 		URITemplate: "email://inbox/{id}/recent", MIMEType: "application/json",
 		Description: "The 10 conversations of an inbox with the latest activity, as list_threads returns them."},
-		a.resource("email://inbox/", "/recent", "application/json", func(ctx context.Context, id string) (string, error) {
-			out, err := a.threadPage(ctx, id, recentThreads, 0)
+		s.resource("email://inbox/", "/recent", "application/json", func(ctx context.Context, id string) (string, error) {
+			out, err := s.api.Threads(ctx, id, recentThreads, 0)
 			if err != nil {
 				return "", err
 			}
 			return marshalNoEscape(out)
 		}))
-	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "thread", Title: "A conversation",
+	s.sdk.AddResourceTemplate(&sdk.ResourceTemplate{Name: "thread", Title: "A conversation",
 		URITemplate: "email://thread/{id}", MIMEType: "text/markdown",
 		Description: "A conversation as Markdown, oldest message first, as get_thread renders it."},
-		a.resource("email://thread/", "", "text/markdown", func(ctx context.Context, id string) (string, error) {
-			v, err := a.threadView(ctx, id)
+		s.resource("email://thread/", "", "text/markdown", func(ctx context.Context, id string) (string, error) {
+			v, err := s.threadView(ctx, id)
 			return v.Markdown, err
 		}))
 }
@@ -44,38 +45,38 @@ func (a *API) addResources(s *mcp.Server) {
 // resource serves the URIs prefix + id + suffix with read(id). A missing
 // inbox or thread is the protocol's "resource not found"; other failures
 // are the API's sentence (internal ones generic, their cause logged).
-func (a *API) resource(prefix, suffix, mimeType string, read func(ctx context.Context, id string) (string, error)) mcp.ResourceHandler {
-	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (s *Server) resource(prefix, suffix, mimeType string, read func(ctx context.Context, id string) (string, error)) sdk.ResourceHandler {
+	return func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 		uri := req.Params.URI
 		id, ok := strings.CutPrefix(uri, prefix)
 		if id, ok = strings.CutSuffix(id, suffix); !ok || id == "" || strings.Contains(id, "/") {
-			return nil, mcp.ResourceNotFoundError(uri)
+			return nil, sdk.ResourceNotFoundError(uri)
 		}
 		text, err := read(ctx, id)
 		if err != nil {
-			p := a.classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
+			p := s.api.Classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
 			if p.Code == "not_found" {
-				return nil, mcp.ResourceNotFoundError(uri)
+				return nil, sdk.ResourceNotFoundError(uri)
 			}
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
 		}
-		if err := a.chargeAnswer(ctx, answerCopies*int64(len(text))); err != nil {
-			p := a.classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
+		if err := s.chargeAnswer(ctx, answerCopies*int64(len(text))); err != nil {
+			p := s.api.Classify(ctx, err, slog.String("resource", prefix+"{id}"+suffix))
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: p.Detail}
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}}, nil
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}}, nil
 	}
 }
 
 // threadResult is get_thread's answer: the conversation to read, and its
 // messages as data.
 type threadResult struct {
-	ID       string          `json:"id"`
-	Subject  string          `json:"subject"`
-	Summary  *string         `json:"summary"`
-	Markdown string          `json:"markdown" jsonschema:"the conversation as Markdown, oldest message first"`
-	Messages []threadMessage `json:"messages" jsonschema:"the messages, oldest first; outbound mail is role assistant, written by the inbox"`
-	// Truncated is set when the text passed maxPageBytes.
+	ID       string              `json:"id"`
+	Subject  string              `json:"subject"`
+	Summary  *string             `json:"summary"`
+	Markdown string              `json:"markdown" jsonschema:"the conversation as Markdown, oldest message first"`
+	Messages []api.ThreadMessage `json:"messages" jsonschema:"the messages, oldest first; outbound mail is role assistant, written by the inbox"`
+	// Truncated is set when the text passed api.MaxPageBytes.
 	Truncated bool `json:"truncated" jsonschema:"true when the conversation is longer than one answer holds (8 MB of text): the newest messages are left out; read them with list_messages"`
 }
 
@@ -85,27 +86,27 @@ func (r threadResult) toolText() string { return r.Markdown }
 var errTruncated = errors.New("answer full")
 
 // threadView reads a thread as get_thread and email://thread/{id} show
-// it: every message up to maxPageBytes of text, oldest first, as Markdown
+// it: every message up to api.MaxPageBytes of text, oldest first, as Markdown
 // and as data.
-func (a *API) threadView(ctx context.Context, id string) (threadResult, error) {
-	t, err := a.thread(ctx, id)
+func (s *Server) threadView(ctx context.Context, id string) (threadResult, error) {
+	t, err := s.api.Thread(ctx, id)
 	if err != nil {
 		return threadResult{}, err
 	}
-	msgs, err := a.conversation(ctx, t)
+	msgs, err := s.api.Conversation(ctx, t)
 	if err != nil {
 		return threadResult{}, err
 	}
-	out := threadResult{ID: t.ID, Subject: t.Subject, Summary: t.Summary, Messages: []threadMessage{}}
+	out := threadResult{ID: t.ID, Subject: t.Subject, Summary: t.Summary, Messages: []api.ThreadMessage{}}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# %s\n\n", oneLine(t.Subject))
 	size := 0
-	err = a.walkBodies(ctx, msgs, func(i int, m *store.Message) error {
+	err = s.api.WalkBodies(ctx, msgs, func(i int, m *store.Message) error {
 		// Twice (the Markdown and the message), as JSON: the answer's cap.
-		if size += 2*jsonSize(m.Text) + itemOverhead; size > maxToolResult-pageEnvelope && i > 0 {
+		if size += 2*jsonSize(m.Text) + api.ItemOverhead; size > maxToolResult-pageEnvelope && i > 0 {
 			return errTruncated
 		}
-		out.Messages = append(out.Messages, toThreadMessage(m))
+		out.Messages = append(out.Messages, api.ToThreadMessage(m))
 		writeMessageMarkdown(&md, m)
 		return nil
 	})

@@ -1,9 +1,11 @@
-package api
+package mcp
 
 import (
 	"context"
 	"encoding/json"
 	"sync"
+
+	"github.com/nornweave/nornweave/api"
 )
 
 // What one MCP answer may cost. A tool's result is capped at the REST
@@ -11,9 +13,9 @@ import (
 // answer holds its share of REQUESTS_IN_FLIGHT_MB until it is written.
 
 // maxToolResult caps the JSON of a tool's structuredContent: the REST
-// page's maxPageBytes. A list longer than that is cut, after at least one
+// page's api.MaxPageBytes. A list longer than that is cut, after at least one
 // item, and says where the next page starts.
-const maxToolResult = maxPageBytes
+const maxToolResult = api.MaxPageBytes
 
 // pageEnvelope is room kept in maxToolResult for a page's fields other
 // than its items.
@@ -79,11 +81,11 @@ func holdForAnswer(ctx context.Context, release func()) {
 }
 
 // chargeAnswer takes n bytes of the in-flight budget until the answer is
-// written, waiting as a large request does (takeInFlight); an answer up
-// to smallRequest takes nothing, as a small request does not, so a small
-// answer never queues behind a large send.
-func (a *API) chargeAnswer(ctx context.Context, n int64) error {
-	release, err := a.takeInFlight(ctx, n)
+// written, waiting as a large request does (api.API.TakeInFlight); a
+// small answer takes nothing, as a small request does not, so that it
+// never queues behind a large send.
+func (s *Server) chargeAnswer(ctx context.Context, n int64) error {
+	release, err := s.take(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -137,7 +139,7 @@ type toolList[T any] struct {
 }
 
 // pageOf is l as a tool answers it: cut to fit maxToolResult.
-func pageOf[T any](l list[T], offset, limit int) toolList[T] {
+func pageOf[T any](l api.List[T], offset, limit int) toolList[T] {
 	items, next := fitPage(l.Items, offset, limit, false)
 	return toolList[T]{Items: items, Count: len(items), NextOffset: next}
 }

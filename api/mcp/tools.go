@@ -1,10 +1,11 @@
-package api
+package mcp
 
 import (
 	"context"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -12,56 +13,56 @@ import (
 // search_email, list_messages) and ours. Each argument type documents the
 // arguments for the model and gives the input schema; the REST binder
 // reads them (mcpTool); send_email's scheduled_at and on_throttle are read
-// as POST /v1/messages reads them (readHold).
+// as POST /v1/messages reads them (api.API.DecodeSend).
 
-// mcpTools lists every tool, in the order a client shows them.
-func (a *API) mcpTools() []mcpTool {
+// tools lists every tool, in the order a client shows them.
+func (s *Server) tools() []mcpTool {
 	return []mcpTool{
 		tool[createInboxArgs, createInboxResult](toolInfo{name: "create_inbox", title: "Create an inbox", idempotent: true,
 			desc: "Create an inbox: an address on the server's email domain (username@domain) that " +
 				"send_email sends from. Returns its id, which every other tool takes as inbox_id. " +
-				"Fails with conflict if the address exists; use list_inboxes to find it."}, a.toolCreateInbox),
-		tool[pageArgs, toolList[inboxResponse]](toolInfo{name: "list_inboxes", title: "List inboxes", readOnly: true,
+				"Fails with conflict if the address exists; use list_inboxes to find it."}, s.toolCreateInbox),
+		tool[pageArgs, toolList[api.InboxResponse]](toolInfo{name: "list_inboxes", title: "List inboxes", readOnly: true,
 			desc: "List the inboxes, by address: their ids (inbox_id elsewhere), addresses and names."},
-			a.toolListInboxes),
+			s.toolListInboxes),
 		tool[sendEmailArgs, sendEmailResult](toolInfo{name: "send_email", title: "Send an email",
-			desc: sendEmailDescription, openWorld: true}, a.toolSendEmail),
+			desc: sendEmailDescription, openWorld: true}, s.toolSendEmail),
 		tool[listMessagesArgs, messagesResult](toolInfo{name: "list_messages", title: "List messages", readOnly: true,
 			desc: "List the messages of an inbox or of a thread, newest first, with their full content. " +
-				"total is how many there are; page with limit and offset."}, a.toolListMessages),
-		tool[getMessageArgs, messageDetail](toolInfo{name: "get_message", title: "Get a message", readOnly: true,
+				"total is how many there are; page with limit and offset."}, s.toolListMessages),
+		tool[getMessageArgs, api.MessageDetail](toolInfo{name: "get_message", title: "Get a message", readOnly: true,
 			desc: "Get one message: recipients, subject, the Markdown text and the HTML that was sent, " +
 				"its status (sent, failed and why), its threading headers and its attachments " +
-				"(get_attachment_content reads one)."}, a.toolGetMessage),
+				"(get_attachment_content reads one)."}, s.toolGetMessage),
 		tool[searchEmailArgs, searchResult](toolInfo{name: "search_email", title: "Search email", readOnly: true,
 			desc: "Find the messages of an inbox or a thread whose subject or body contains query " +
-				"(case-insensitive), newest first."}, a.toolSearchEmail),
-		tool[listThreadsArgs, toolList[threadSummary]](toolInfo{name: "list_threads", title: "List threads", readOnly: true,
+				"(case-insensitive), newest first."}, s.toolSearchEmail),
+		tool[listThreadsArgs, toolList[api.ThreadSummary]](toolInfo{name: "list_threads", title: "List threads", readOnly: true,
 			desc: "List an inbox's conversations (threads), most recent activity first: subject, " +
-				"message count and last activity. Read one with get_thread."}, a.toolListThreads),
+				"message count and last activity. Read one with get_thread."}, s.toolListThreads),
 		tool[getThreadArgs, threadResult](toolInfo{name: "get_thread", title: "Read a thread", readOnly: true,
 			desc: "Read a conversation, oldest message first: as Markdown to read, and as a list of " +
-				"messages. To reply in it, pass its id to send_email as thread_id."}, a.toolGetThread),
+				"messages. To reply in it, pass its id to send_email as thread_id."}, s.toolGetThread),
 		tool[rateLimitArgs, rateLimitResult](toolInfo{name: "get_rate_limit", title: "Read the send throttle",
-			readOnly: true, desc: rateLimitDescription}, a.toolGetRateLimit),
+			readOnly: true, desc: rateLimitDescription}, s.toolGetRateLimit),
 		tool[sendWithAttachmentsArgs, sendEmailResult](toolInfo{name: "send_email_with_attachments",
 			title: "Send an email with attachments", desc: sendWithAttachmentsDescription, openWorld: true},
-			a.toolSendWithAttachments),
-		tool[listAttachmentsArgs, toolList[attachmentResponse]](toolInfo{name: "list_attachments", title: "List attachments",
+			s.toolSendWithAttachments),
+		tool[listAttachmentsArgs, toolList[api.AttachmentResponse]](toolInfo{name: "list_attachments", title: "List attachments",
 			readOnly: true, desc: "List the files sent with a message, a thread or an inbox (exactly one of " +
 				"message_id, thread_id and inbox_id): their ids, names, types and sizes. Read one's content " +
-				"with get_attachment_content."}, a.toolListAttachments),
-		tool[getMessageArgs, messageResponse](toolInfo{name: "cancel_message", title: "Cancel a held email",
+				"with get_attachment_content."}, s.toolListAttachments),
+		tool[getMessageArgs, api.MessageResponse](toolInfo{name: "cancel_message", title: "Cancel a held email",
 			idempotent: true, destructive: true,
 			desc: "Cancel an email that send_email scheduled (scheduled_at) or queued (on_throttle queue), " +
 				"before it starts sending: it is then never sent, and its status is canceled. An email that " +
 				"is sending, sent, failed or canceled already is refused with code not_cancelable (read it " +
-				"with get_message)."}, a.toolCancelMessage),
-		tool[getAttachmentContentArgs, attachmentContent](toolInfo{name: "get_attachment_content",
+				"with get_message)."}, s.toolCancelMessage),
+		tool[getAttachmentContentArgs, api.AttachmentContent](toolInfo{name: "get_attachment_content",
 			title: "Get an attachment's content", readOnly: true,
 			desc: "Get the content of a file that was sent, base64-encoded, with its name and MIME type. " +
 				"Files over 5 MiB are refused with code attachment_too_large and the REST URL that streams them."},
-			a.toolGetAttachmentContent),
+			s.toolGetAttachmentContent),
 	}
 }
 
@@ -80,9 +81,9 @@ type toolInfo struct {
 
 // tool defines a tool whose arguments In documents and whose result is
 // Out; run reads the arguments with the REST binder.
-func tool[In, Out any](info toolInfo, run func(ctx context.Context, args object) (Out, error)) mcpTool {
+func tool[In, Out any](info toolInfo, run func(ctx context.Context, args api.Args) (Out, error)) mcpTool {
 	open := info.openWorld
-	ann := &mcp.ToolAnnotations{Title: info.title, ReadOnlyHint: info.readOnly, OpenWorldHint: &open,
+	ann := &sdk.ToolAnnotations{Title: info.title, ReadOnlyHint: info.readOnly, OpenWorldHint: &open,
 		IdempotentHint: info.readOnly || info.idempotent}
 	if !info.readOnly {
 		destructive := info.destructive
@@ -97,9 +98,9 @@ func tool[In, Out any](info toolInfo, run func(ctx context.Context, args object)
 		p.Format = "date-time"
 	}
 	return mcpTool{
-		def: &mcp.Tool{Name: info.name, Title: info.title, Description: info.desc,
+		def: &sdk.Tool{Name: info.name, Title: info.title, Description: info.desc,
 			InputSchema: in, OutputSchema: outputSchema[Out](), Annotations: ann},
-		run: func(ctx context.Context, args object) (any, error) { return run(ctx, args) },
+		run: func(ctx context.Context, args api.Args) (any, error) { return run(ctx, args) },
 	}
 }
 
@@ -114,9 +115,8 @@ type createInboxResult struct {
 	Name         string `json:"name"`
 }
 
-func (a *API) toolCreateInbox(ctx context.Context, args object) (createInboxResult, error) {
-	args.names = map[string]string{"email_username": "username"}
-	in, err := a.addInbox(ctx, args)
+func (s *Server) toolCreateInbox(ctx context.Context, args api.Args) (createInboxResult, error) {
+	in, err := s.api.CreateInbox(ctx, args.Renamed(map[string]string{"email_username": "username"}))
 	if err != nil {
 		return createInboxResult{}, err
 	}
@@ -131,17 +131,17 @@ type pageArgs struct {
 }
 
 // page reads limit and offset within the REST API's bounds.
-func page(args object, maxItems int) (limit, offset int) {
-	return args.integer("limit", defaultLimit, 1, maxItems), args.integer("offset", 0, 0, 1<<31-1)
+func page(args api.Args, maxItems int) (limit, offset int) {
+	return args.Int("limit", api.DefaultLimit, 1, maxItems), args.Int("offset", 0, 0, 1<<31-1)
 }
 
-func (a *API) toolListInboxes(ctx context.Context, args object) (toolList[inboxResponse], error) {
-	args.forbidExtra("limit", "offset")
-	limit, offset := page(args, maxLimit)
-	if err := args.err(); err != nil {
-		return toolList[inboxResponse]{}, err
+func (s *Server) toolListInboxes(ctx context.Context, args api.Args) (toolList[api.InboxResponse], error) {
+	args.ForbidExtra("limit", "offset")
+	limit, offset := page(args, api.MaxLimit)
+	if err := args.Err(); err != nil {
+		return toolList[api.InboxResponse]{}, err
 	}
-	l, err := a.inboxPage(ctx, limit, offset)
+	l, err := s.api.Inboxes(ctx, limit, offset)
 	return pageOf(l, offset, limit), err
 }
 
@@ -152,27 +152,27 @@ type listMessagesArgs struct {
 }
 
 type messagesResult struct {
-	Items []messageResponse `json:"items"`
-	Count int               `json:"count" jsonschema:"messages in this page"`
-	Total int64             `json:"total" jsonschema:"messages in all"`
+	Items []api.MessageResponse `json:"items"`
+	Count int                   `json:"count" jsonschema:"messages in this page"`
+	Total int64                 `json:"total" jsonschema:"messages in all"`
 	// NextOffset is where the next page starts; nil on the last.
 	NextOffset *int `json:"next_offset" jsonschema:"pass it as offset to read the next page: more messages follow (this page was full, or cut to fit one answer: 8 MiB of JSON); null when it is the last"`
 }
 
-func (a *API) toolListMessages(ctx context.Context, args object) (messagesResult, error) {
-	args.forbidExtra("inbox_id", "thread_id", "limit", "offset")
-	f := store.MessageFilter{InboxID: args.str("inbox_id", false, 0, 0), ThreadID: args.str("thread_id", false, 0, 0)}
-	f.Limit, f.Offset = page(args, maxLimit)
-	if err := args.err(); err != nil {
+func (s *Server) toolListMessages(ctx context.Context, args api.Args) (messagesResult, error) {
+	args.ForbidExtra("inbox_id", "thread_id", "limit", "offset")
+	f := store.MessageFilter{InboxID: args.String("inbox_id", false, 0, 0), ThreadID: args.String("thread_id", false, 0, 0)}
+	f.Limit, f.Offset = page(args, api.MaxLimit)
+	if err := args.Err(); err != nil {
 		return messagesResult{}, err
 	}
-	msgs, total, err := a.messagePage(ctx, f, "arguments")
+	msgs, total, err := s.api.Messages(ctx, f, "arguments")
 	if err != nil {
 		return messagesResult{}, err
 	}
-	items := make([]messageResponse, len(msgs))
+	items := make([]api.MessageResponse, len(msgs))
 	for i := range msgs {
-		items[i] = toMessage(&msgs[i])
+		items[i] = api.ToMessage(&msgs[i])
 	}
 	items, next := fitPage(items, f.Offset, f.Limit, int64(f.Offset+len(msgs)) < total)
 	return messagesResult{Items: items, Count: len(items), Total: total, NextOffset: next}, nil
@@ -182,27 +182,27 @@ type getMessageArgs struct {
 	MessageID string `json:"message_id" jsonschema:"the message's id (message_id of send_email, id in the lists)"`
 }
 
-func (a *API) toolGetMessage(ctx context.Context, args object) (messageDetail, error) {
-	args.forbidExtra("message_id")
-	id := args.str("message_id", true, 1, 0)
-	if err := args.err(); err != nil {
-		return messageDetail{}, err
+func (s *Server) toolGetMessage(ctx context.Context, args api.Args) (api.MessageDetail, error) {
+	args.ForbidExtra("message_id")
+	id := args.String("message_id", true, 1, 0)
+	if err := args.Err(); err != nil {
+		return api.MessageDetail{}, err
 	}
-	return a.messageDetail(ctx, id)
+	return s.api.Message(ctx, id)
 }
 
 // toolCancelMessage is POST /v1/messages/{id}/cancel.
-func (a *API) toolCancelMessage(ctx context.Context, args object) (messageResponse, error) {
-	args.forbidExtra("message_id")
-	id := args.str("message_id", true, 1, 0)
-	if err := args.err(); err != nil {
-		return messageResponse{}, err
+func (s *Server) toolCancelMessage(ctx context.Context, args api.Args) (api.MessageResponse, error) {
+	args.ForbidExtra("message_id")
+	id := args.String("message_id", true, 1, 0)
+	if err := args.Err(); err != nil {
+		return api.MessageResponse{}, err
 	}
-	m, err := a.CancelMessage(ctx, id)
+	m, err := s.api.CancelMessage(ctx, id)
 	if err != nil {
-		return messageResponse{}, err
+		return api.MessageResponse{}, err
 	}
-	return toMessage(m), nil
+	return api.ToMessage(m), nil
 }
 
 type searchEmailArgs struct {
@@ -214,31 +214,31 @@ type searchEmailArgs struct {
 }
 
 type searchResult struct {
-	Query string       `json:"query"`
-	Items []searchItem `json:"items"`
-	Count int          `json:"count"`
+	Query string           `json:"query"`
+	Items []api.SearchItem `json:"items"`
+	Count int              `json:"count"`
 	// NextOffset is where the next page starts; nil on the last.
 	NextOffset *int `json:"next_offset" jsonschema:"pass it as offset to read the next page: this page was full (limit) or cut to fit one answer (8 MiB of JSON); null when it is the last"`
 }
 
-func (a *API) toolSearchEmail(ctx context.Context, args object) (searchResult, error) {
-	args.forbidExtra("query", "inbox_id", "thread_id", "limit", "offset")
-	q := searchQuery{Query: args.str("query", true, 1, maxQueryLen), InboxID: args.str("inbox_id", false, 0, 0),
-		ThreadID: args.str("thread_id", false, 0, 0)}
-	q.Limit, q.Offset = page(args, maxSearchLimit)
-	if _, hasInbox := args.present("inbox_id"); !hasInbox && q.ThreadID == "" {
-		args.add("inbox_id", "At least one of inbox_id or thread_id is required", "missing")
+func (s *Server) toolSearchEmail(ctx context.Context, args api.Args) (searchResult, error) {
+	args.ForbidExtra("query", "inbox_id", "thread_id", "limit", "offset")
+	q := api.SearchQuery{Query: args.String("query", true, 1, api.MaxQueryLen), InboxID: args.String("inbox_id", false, 0, 0),
+		ThreadID: args.String("thread_id", false, 0, 0)}
+	q.Limit, q.Offset = page(args, api.MaxSearchLimit)
+	if _, hasInbox := args.Present("inbox_id"); !hasInbox && q.ThreadID == "" {
+		args.Add("inbox_id", "At least one of inbox_id or thread_id is required", "missing")
 	}
-	if err := args.err(); err != nil {
+	if err := args.Err(); err != nil {
 		return searchResult{}, err
 	}
-	msgs, err := a.searchMessages(ctx, q, "arguments")
+	msgs, err := s.api.SearchMessages(ctx, q, "arguments")
 	if err != nil {
 		return searchResult{}, err
 	}
-	items := make([]searchItem, len(msgs))
+	items := make([]api.SearchItem, len(msgs))
 	for i := range msgs {
-		items[i] = toSearchItem(&msgs[i])
+		items[i] = api.ToSearchItem(&msgs[i])
 	}
 	items, next := fitPage(items, q.Offset, q.Limit, false)
 	return searchResult{Query: q.Query, Items: items, Count: len(items), NextOffset: next}, nil
@@ -249,14 +249,14 @@ type listThreadsArgs struct {
 	pageArgs
 }
 
-func (a *API) toolListThreads(ctx context.Context, args object) (toolList[threadSummary], error) {
-	args.forbidExtra("inbox_id", "limit", "offset")
-	id := args.str("inbox_id", true, 0, 0)
-	limit, offset := page(args, maxLimit)
-	if err := args.err(); err != nil {
-		return toolList[threadSummary]{}, err
+func (s *Server) toolListThreads(ctx context.Context, args api.Args) (toolList[api.ThreadSummary], error) {
+	args.ForbidExtra("inbox_id", "limit", "offset")
+	id := args.String("inbox_id", true, 0, 0)
+	limit, offset := page(args, api.MaxLimit)
+	if err := args.Err(); err != nil {
+		return toolList[api.ThreadSummary]{}, err
 	}
-	l, err := a.threadPage(ctx, id, limit, offset)
+	l, err := s.api.Threads(ctx, id, limit, offset)
 	return pageOf(l, offset, limit), err
 }
 
@@ -264,11 +264,11 @@ type getThreadArgs struct {
 	ThreadID string `json:"thread_id" jsonschema:"the thread's id (thread_id of send_email and of the messages)"`
 }
 
-func (a *API) toolGetThread(ctx context.Context, args object) (threadResult, error) {
-	args.forbidExtra("thread_id")
-	id := args.str("thread_id", true, 0, 0)
-	if err := args.err(); err != nil {
+func (s *Server) toolGetThread(ctx context.Context, args api.Args) (threadResult, error) {
+	args.ForbidExtra("thread_id")
+	id := args.String("thread_id", true, 0, 0)
+	if err := args.Err(); err != nil {
 		return threadResult{}, err
 	}
-	return a.threadView(ctx, id)
+	return s.threadView(ctx, id)
 }

@@ -1,4 +1,4 @@
-package api
+package mcp
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/nornweave/nornweave/api"
 )
 
 // /mcp in front of the SDK's streamable HTTP handler. The SDK decodes a
@@ -46,13 +48,13 @@ const idToken = `"nornweave-rpc-id"`
 // writer that keeps the answer inside the API's contract. Whatever the
 // answer holds of the in-flight budget (see chargeAnswer) is given back
 // once it is written.
-func (a *API) serveMCP(c echo.Context, sdk http.Handler) error {
+func (s *Server) serveMCP(c echo.Context, sdk http.Handler) error {
 	req := c.Request()
-	body, err := io.ReadAll(io.LimitReader(req.Body, a.bodyLimit+1))
+	body, err := io.ReadAll(io.LimitReader(req.Body, s.api.BodyLimit()+1))
 	if err != nil {
-		return readError(err)
+		return api.ReadError(err)
 	}
-	if int64(len(body)) > a.bodyLimit {
+	if int64(len(body)) > s.api.BodyLimit() {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge) // the API's payload_too_large
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
@@ -88,7 +90,7 @@ func (a *API) serveMCP(c echo.Context, sdk http.Handler) error {
 	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	sdk.ServeHTTP(w, req)
 	if w.status != 0 {
-		return a.sdkRefusal(c, w.status, w.text.String(), id)
+		return s.sdkRefusal(c, w.status, w.text.String(), id)
 	}
 	return nil
 }
@@ -165,7 +167,7 @@ func replaceID(body []byte) ([]byte, error) {
 // sdkRefusal answers a refusal the SDK wrote in text/plain, with its
 // status: as a JSON-RPC error if it is one (a method not found), else as
 // the API's {detail, code}.
-func (a *API) sdkRefusal(c echo.Context, status int, text string, id json.RawMessage) error {
+func (s *Server) sdkRefusal(c echo.Context, status int, text string, id json.RawMessage) error {
 	c.Response().Header().Del("Content-Type")
 	c.Response().Header().Del("X-Content-Type-Options")
 	detail := strings.TrimSpace(text)
@@ -174,14 +176,14 @@ func (a *API) sdkRefusal(c echo.Context, status int, text string, id json.RawMes
 			return rpcErrorStatus(c, status, id, e.code, detail)
 		}
 	}
-	p := a.httpErrorProblem(echo.NewHTTPError(status))
+	p := s.api.HTTPErrorProblem(echo.NewHTTPError(status))
 	switch {
 	case status == http.StatusRequestEntityTooLarge || detail == "":
 		detail = p.Detail
 	case status == http.StatusBadRequest:
 		p.Code = "bad_request"
 	}
-	return c.JSON(status, errorBody{Detail: detail, Code: p.Code})
+	return c.JSON(status, api.ErrorBody{Detail: detail, Code: p.Code})
 }
 
 // mcpWriter is the SDK's ResponseWriter. A text/plain error is held back

@@ -1,10 +1,12 @@
-package api
+package mcp
 
 import (
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/nornweave/nornweave/api"
 )
 
 // The attachment tools, by the Python server's names: list_attachments and
@@ -20,19 +22,19 @@ type listAttachmentsArgs struct {
 	Offset    int    `json:"offset,omitempty" jsonschema:"how many to skip (default 0)"`
 }
 
-func (a *API) toolListAttachments(ctx context.Context, args object) (toolList[attachmentResponse], error) {
-	args.forbidExtra("message_id", "thread_id", "inbox_id", "limit", "offset")
-	q := attachmentQuery{MessageID: args.str("message_id", false, 0, 0), ThreadID: args.str("thread_id", false, 0, 0),
-		InboxID: args.str("inbox_id", false, 0, 0),
-		Limit:   args.integer("limit", defaultAttachmentLimit, 1, maxAttachmentLimit),
-		Offset:  args.integer("offset", 0, 0, 1<<31-1)}
-	if field, msg, typ := q.filterProblem(); field != "" {
-		args.add(field, msg, typ)
+func (s *Server) toolListAttachments(ctx context.Context, args api.Args) (toolList[api.AttachmentResponse], error) {
+	args.ForbidExtra("message_id", "thread_id", "inbox_id", "limit", "offset")
+	q := api.AttachmentQuery{MessageID: args.String("message_id", false, 0, 0), ThreadID: args.String("thread_id", false, 0, 0),
+		InboxID: args.String("inbox_id", false, 0, 0),
+		Limit:   args.Int("limit", api.DefaultAttachmentLimit, 1, api.MaxAttachmentLimit),
+		Offset:  args.Int("offset", 0, 0, 1<<31-1)}
+	if field, msg, typ := q.FilterProblem(); field != "" {
+		args.Add(field, msg, typ)
 	}
-	if err := args.err(); err != nil {
-		return toolList[attachmentResponse]{}, err
+	if err := args.Err(); err != nil {
+		return toolList[api.AttachmentResponse]{}, err
 	}
-	l, err := a.attachments(ctx, q)
+	l, err := s.api.Attachments(ctx, q)
 	return pageOf(l, q.Offset, q.Limit), err
 }
 
@@ -44,25 +46,25 @@ type getAttachmentContentArgs struct {
 // for files up to maxToolAttachment; a larger one is refused with the
 // route that streams it. The content counts against the in-flight budget
 // until the answer is written, as a download's does until it is sent.
-func (a *API) toolGetAttachmentContent(ctx context.Context, args object) (attachmentContent, error) {
-	args.forbidExtra("attachment_id")
-	id := args.str("attachment_id", true, 1, 0)
-	if err := args.err(); err != nil {
-		return attachmentContent{}, err
+func (s *Server) toolGetAttachmentContent(ctx context.Context, args api.Args) (api.AttachmentContent, error) {
+	args.ForbidExtra("attachment_id")
+	id := args.String("attachment_id", true, 1, 0)
+	if err := args.Err(); err != nil {
+		return api.AttachmentContent{}, err
 	}
-	att, err := a.attachment(ctx, id)
+	att, err := s.api.Attachment(ctx, id)
 	if err != nil {
-		return attachmentContent{}, err
+		return api.AttachmentContent{}, err
 	}
 	if att.Size > maxToolAttachment {
-		return attachmentContent{}, newError(http.StatusRequestEntityTooLarge, "attachment_too_large", fmt.Sprintf(
+		return api.AttachmentContent{}, api.NewError(http.StatusRequestEntityTooLarge, "attachment_too_large", fmt.Sprintf(
 			"Attachment %s is %d bytes, more than get_attachment_content returns (%d MiB); download it from "+
 				"GET /v1/attachments/%s/content on this server (with the API key), which streams it",
 			id, att.Size, maxToolAttachment>>20, url.PathEscape(id)))
 	}
-	f, err := a.openAttachment(ctx, id)
+	f, err := s.api.OpenAttachment(ctx, id)
 	if err != nil {
-		return attachmentContent{}, err
+		return api.AttachmentContent{}, err
 	}
 	holdForAnswer(ctx, f.Close)
 	return f.Base64(), nil

@@ -1,26 +1,27 @@
-package api
+package mcp
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
 // budgetProbe is a ResponseWriter that notes, at each Write, whether the
-// whole in-flight budget could be taken: it must not, while an answer
-// that was charged is being written.
+// answer held none of the in-flight budget: it must hold its part while
+// it is being written.
 type budgetProbe struct {
 	*httptest.ResponseRecorder
-	a         *API
+	held      *atomic.Int64
 	freeAtOut bool
 }
 
 func (p *budgetProbe) Write(b []byte) (int, error) {
-	if p.a.inflight.TryAcquire(p.a.RequestsInFlight) {
-		p.a.inflight.Release(p.a.RequestsInFlight)
+	if p.held.Load() == 0 {
 		p.freeAtOut = true
 	}
 	return p.ResponseRecorder.Write(b)
@@ -42,23 +43,41 @@ func TestMCPAnswerHoldsTheBudgetUntilWritten(t *testing.T) {
 	list := env.call("list_attachments", map[string]any{"inbox_id": inbox})
 	id := list.StructuredContent.(map[string]any)["items"].([]any)[0].(map[string]any)["id"].(string)
 
-	a := env.srv.api
+	// What the answers take from the budget, counted until given back.
+	var held atomic.Int64
+	take := env.mcp.take
+	env.mcp.take = func(ctx context.Context, n int64) (func(), error) {
+		release, err := take(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		held.Add(n)
+		return func() { held.Add(-n); release() }, nil
+	}
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_attachment_content",`+
 		`"arguments":{"attachment_id":%q}}}`, id)
 	req := localRequest("POST", "/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	probe := &budgetProbe{ResponseRecorder: httptest.NewRecorder(), a: a}
+	probe := &budgetProbe{ResponseRecorder: httptest.NewRecorder(), held: &held}
 	env.srv.ServeHTTP(probe, req)
 	if probe.Code != http.StatusOK || !strings.Contains(probe.Body.String(), base64.StdEncoding.EncodeToString([]byte(content))) {
 		t.Fatalf("got %d %.200s", probe.Code, probe.Body)
 	}
 	if probe.freeAtOut {
-		t.Errorf("the whole budget was free while the answer was written: the answer was not counted")
+		t.Errorf("the answer held none of the budget while it was written: the answer was not counted")
 	}
-	if !a.inflight.TryAcquire(a.RequestsInFlight) {
-		t.Errorf("the budget was not all given back after the answer")
+	if n := held.Load(); n != 0 {
+		t.Errorf("the answer still holds %d bytes of the budget after it was written", n)
 	}
+	// The attachment's content too: the whole budget is free again (a
+	// budget still held would refuse this after api's wait).
+	a := env.mcp.api
+	release, err := a.TakeInFlight(context.Background(), a.RequestsInFlight)
+	if err != nil {
+		t.Fatalf("the budget was not all given back after the answer: %v", err)
+	}
+	release()
 }
 
 // fitPage cuts a list after the last item that fits maxToolResult, keeps

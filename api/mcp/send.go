@@ -1,4 +1,4 @@
-package api
+package mcp
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/nornweave/nornweave/store"
+	"github.com/nornweave/nornweave/api"
 )
 
 // sendEmailDescription teaches the model the throttle and idempotency.
@@ -47,15 +47,27 @@ type sendEmailArgs struct {
 }
 
 type sendEmailResult struct {
-	MessageID         string      `json:"message_id" jsonschema:"the message's id (get_message)"`
-	ThreadID          string      `json:"thread_id" jsonschema:"the conversation's id: pass it as thread_id to reply in it"`
-	Status            string      `json:"status" jsonschema:"sent: the provider accepted it; failed: it could not be sent (see error); scheduled: held until scheduled_at; queued: throttled and held until next_attempt_at; recorded either way"`
-	Error             *string     `json:"error" jsonschema:"why a failed message failed"`
-	ProviderMessageID *string     `json:"provider_message_id" jsonschema:"the email provider's id of the message"`
-	Replayed          bool        `json:"replayed" jsonschema:"true when idempotency_key matched an earlier send: this is its result and nothing was sent again"`
-	RateLimit         *sendWindow `json:"rate_limit" jsonschema:"the tightest send window after this send; null when sends are not limited"`
-	ScheduledAt       *timestamp  `json:"scheduled_at" jsonschema:"when a scheduled email is due; null otherwise"`
-	NextAttemptAt     *timestamp  `json:"next_attempt_at" jsonschema:"when a queued email's windows should have room; null otherwise"`
+	MessageID         string         `json:"message_id" jsonschema:"the message's id (get_message)"`
+	ThreadID          string         `json:"thread_id" jsonschema:"the conversation's id: pass it as thread_id to reply in it"`
+	Status            string         `json:"status" jsonschema:"sent: the provider accepted it; failed: it could not be sent (see error); scheduled: held until scheduled_at; queued: throttled and held until next_attempt_at; recorded either way"`
+	Error             *string        `json:"error" jsonschema:"why a failed message failed"`
+	ProviderMessageID *string        `json:"provider_message_id" jsonschema:"the email provider's id of the message"`
+	Replayed          bool           `json:"replayed" jsonschema:"true when idempotency_key matched an earlier send: this is its result and nothing was sent again"`
+	RateLimit         *sendWindow    `json:"rate_limit" jsonschema:"the tightest send window after this send; null when sends are not limited"`
+	ScheduledAt       *api.Timestamp `json:"scheduled_at" jsonschema:"when a scheduled email is due; null otherwise"`
+	NextAttemptAt     *api.Timestamp `json:"next_attempt_at" jsonschema:"when a queued email's windows should have room; null otherwise"`
+}
+
+// sentMessage is what a tool result repeats of the answer of POST
+// /v1/messages (api.SendAnswer's Body).
+type sentMessage struct {
+	ID                string         `json:"id"`
+	ThreadID          string         `json:"thread_id"`
+	ProviderMessageID *string        `json:"provider_message_id"`
+	Status            string         `json:"status"`
+	Error             *string        `json:"error"`
+	ScheduledAt       *api.Timestamp `json:"scheduled_at"`
+	NextAttemptAt     *api.Timestamp `json:"next_attempt_at"`
 }
 
 // sendWindow is the window a send's answer describes, as the REST API's
@@ -68,31 +80,31 @@ type sendWindow struct {
 }
 
 // toolSendEmail is POST /v1/messages as a tool: the arguments are read by
-// the same binder (readSend), idempotency_key is the Idempotency-Key, and
-// the send takes the same path (sendFrom, then send: filter, throttle,
-// idempotency, record).
-func (a *API) toolSendEmail(ctx context.Context, args object) (sendEmailResult, error) {
-	return a.sendEmail(ctx, args, false)
+// the same binder (api.API.DecodeSend), idempotency_key is the
+// Idempotency-Key, and the send takes the same path (api.API.Send:
+// filter, throttle, idempotency, record).
+func (s *Server) toolSendEmail(ctx context.Context, args api.Args) (sendEmailResult, error) {
+	return s.sendEmail(ctx, args, false)
 }
 
 // toolSendWithAttachments is send_email_with_attachments: send_email whose
 // attachments are required.
-func (a *API) toolSendWithAttachments(ctx context.Context, args object) (sendEmailResult, error) {
-	return a.sendEmail(ctx, args, true)
+func (s *Server) toolSendWithAttachments(ctx context.Context, args api.Args) (sendEmailResult, error) {
+	return s.sendEmail(ctx, args, true)
 }
 
 // sendEmail is send_email, with attachments (at least one) or without any.
-func (a *API) sendEmail(ctx context.Context, args object, withFiles bool) (sendEmailResult, error) {
+func (s *Server) sendEmail(ctx context.Context, args api.Args, withFiles bool) (sendEmailResult, error) {
 	key, err := idempotencyArg(args)
 	if err != nil {
 		return sendEmailResult{}, err
 	}
-	if raw, ok := args.fields["recipient"]; ok {
-		delete(args.fields, "recipient")
-		if _, both := args.fields["to"]; both {
-			args.add("recipient", "Give to or recipient, not both", "value_error")
+	if raw, ok := args.Fields()["recipient"]; ok {
+		delete(args.Fields(), "recipient")
+		if _, both := args.Fields()["to"]; both {
+			args.Add("recipient", "Give to or recipient, not both", "value_error")
 		} else if string(raw) != "null" {
-			args.fields["to"] = json.RawMessage("[" + string(raw) + "]")
+			args.Fields()["to"] = json.RawMessage("[" + string(raw) + "]")
 		}
 	}
 	// What the REST body has and the tool does not offer.
@@ -100,50 +112,47 @@ func (a *API) sendEmail(ctx context.Context, args object, withFiles bool) (sendE
 	if withFiles {
 		absent = absent[:1]
 		var files []json.RawMessage
-		switch raw, ok := args.present("attachments"); {
+		switch raw, ok := args.Present("attachments"); {
 		case !ok:
-			args.add("attachments", "Field required", "missing")
+			args.Add("attachments", "Field required", "missing")
 		case json.Unmarshal(raw, &files) == nil && len(files) == 0:
-			args.add("attachments", "At least one attachment is required (send_email sends without)", "too_short")
+			args.Add("attachments", "At least one attachment is required (send_email sends without)", "too_short")
 		}
 	}
 	for _, name := range absent {
-		if _, ok := args.fields[name]; ok {
-			args.add(name, "Extra inputs are not permitted", "extra_forbidden")
-			delete(args.fields, name)
+		if _, ok := args.Fields()[name]; ok {
+			args.Add(name, "Extra inputs are not permitted", "extra_forbidden")
+			delete(args.Fields(), name)
 		}
 	}
 	// A retry must match the first call: the arguments as the server read
 	// them (keys sorted, whitespace dropped), so that a model reordering
 	// them is still the same request.
-	canonical, err := json.Marshal(args.fields)
+	canonical, err := json.Marshal(args.Fields())
 	if err != nil {
 		return sendEmailResult{}, err
 	}
 	sum := sha256.Sum256(canonical)
-	args.names = map[string]string{"reply_to_thread_id": "thread_id", "content_base64": "content"}
-	at, queue := a.readHold(args)
-	req, err := a.readSend(args)
+	args = args.Renamed(map[string]string{"reply_to_thread_id": "thread_id", "content_base64": "content"})
+	req, err := s.api.DecodeSend(args)
 	if err != nil {
 		return sendEmailResult{}, err
 	}
-	req.ScheduledAt, req.QueueOnThrottle = at, queue
-	var inbox *store.Inbox
-	ans, err := a.sendFrom(ctx, req, key, hex.EncodeToString(sum[:]), &inbox)
+	ans, err := s.api.Send(ctx, req, key, hex.EncodeToString(sum[:]))
 	if err != nil {
 		return sendEmailResult{}, err
 	}
-	var res sendResponse
-	if err := json.Unmarshal(ans.body, &res); err != nil {
+	var res sentMessage
+	if err := json.Unmarshal(ans.Body, &res); err != nil {
 		return sendEmailResult{}, err
 	}
 	out := sendEmailResult{MessageID: res.ID, ThreadID: res.ThreadID, Status: res.Status, Error: res.Error,
-		ProviderMessageID: res.ProviderMessageID, Replayed: ans.replayed, ScheduledAt: res.ScheduledAt,
+		ProviderMessageID: res.ProviderMessageID, Replayed: ans.Replayed, ScheduledAt: res.ScheduledAt,
 		NextAttemptAt: res.NextAttemptAt}
-	if !ans.read {
-		ans.windows, ans.read = a.readWindows(ctx, inbox)
+	if !ans.WindowsRead {
+		ans.Windows, ans.WindowsRead = s.api.SendWindows(ctx, ans.Inbox)
 	}
-	if tight, _, ok := tightWindow(ans.windows, nil); ans.read && ok {
+	if tight, _, ok := api.TightWindow(ans.Windows, nil); ans.WindowsRead && ok {
 		out.RateLimit = &sendWindow{Window: tight.Window.String(), Limit: tight.Limit,
 			Remaining: tight.Remaining, ResetSeconds: tight.ResetSeconds}
 	}
@@ -152,19 +161,19 @@ func (a *API) sendEmail(ctx context.Context, args object, withFiles bool) (sendE
 
 // idempotencyArg takes idempotency_key out of args (it is not part of the
 // request it names) and checks it as the Idempotency-Key header is checked.
-func idempotencyArg(args object) (string, error) {
-	raw, ok := args.present("idempotency_key")
-	delete(args.fields, "idempotency_key")
+func idempotencyArg(args api.Args) (string, error) {
+	raw, ok := args.Present("idempotency_key")
+	delete(args.Fields(), "idempotency_key")
 	if !ok {
 		return "", nil
 	}
 	var key string
 	if err := json.Unmarshal(raw, &key); err != nil {
-		args.add("idempotency_key", "Input should be a valid string", "string_type")
+		args.Add("idempotency_key", "Input should be a valid string", "string_type")
 		return "", nil
 	}
-	if !validKey(key) {
-		return "", newError(http.StatusUnprocessableEntity, "invalid_idempotency_key",
+	if !api.ValidIdempotencyKey(key) {
+		return "", api.NewError(http.StatusUnprocessableEntity, "invalid_idempotency_key",
 			"idempotency_key must be 1 to 255 printable ASCII characters")
 	}
 	return key, nil
@@ -183,25 +192,25 @@ type rateLimitArgs struct {
 }
 
 type rateLimitResult struct {
-	PerMinute windowResponse     `json:"per_minute" jsonschema:"every send, in any 60 seconds"`
-	PerHour   windowResponse     `json:"per_hour" jsonschema:"every send, in any hour"`
-	Inbox     *rateLimitResponse `json:"inbox" jsonschema:"the inbox's own windows; null without inbox_id"`
+	PerMinute api.WindowResponse     `json:"per_minute" jsonschema:"every send, in any 60 seconds"`
+	PerHour   api.WindowResponse     `json:"per_hour" jsonschema:"every send, in any hour"`
+	Inbox     *api.RateLimitResponse `json:"inbox" jsonschema:"the inbox's own windows; null without inbox_id"`
 }
 
-func (a *API) toolGetRateLimit(ctx context.Context, args object) (rateLimitResult, error) {
-	args.forbidExtra("inbox_id")
-	id := args.str("inbox_id", false, 0, 0)
-	if err := args.err(); err != nil {
+func (s *Server) toolGetRateLimit(ctx context.Context, args api.Args) (rateLimitResult, error) {
+	args.ForbidExtra("inbox_id")
+	id := args.String("inbox_id", false, 0, 0)
+	if err := args.Err(); err != nil {
 		return rateLimitResult{}, err
 	}
-	snap, err := a.windowsOf(ctx, id)
+	snap, err := s.api.WindowsOf(ctx, id)
 	if err != nil {
 		return rateLimitResult{}, err
 	}
-	g := toRateLimit(snap.Global)
+	g := api.ToRateLimit(snap.Global)
 	out := rateLimitResult{PerMinute: g.PerMinute, PerHour: g.PerHour}
 	if id != "" {
-		in := toRateLimit(snap.Inbox)
+		in := api.ToRateLimit(snap.Inbox)
 		out.Inbox = &in
 	}
 	return out, nil
