@@ -57,6 +57,7 @@ func resultText(res *mcp.CallToolResult) string {
 // text; get_attachment_content refuses a file over 5 MiB with the REST URL
 // that streams it. On both databases.
 func TestBadInputMCPAnswersBounded(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "big")
@@ -147,6 +148,7 @@ func TestBadInputMCPAnswersBounded(t *testing.T) {
 // checks, the annotations are true, a throttled send is told about
 // on_throttle "queue", and the scheduled_at hint's example is accepted.
 func TestBadInputMCPSchemasForAnAgent(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "agent")
