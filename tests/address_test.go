@@ -15,6 +15,7 @@ import (
 // allowed is exactly the one the envelope, the headers and the stored row
 // use, and that a recipient listed many times is one recipient.
 func TestCanonicalAddressIsWhatIsSent(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.OutboundDomainBlocklist = `evil\.com` })
 		inbox := s.createInbox(t, "support")
@@ -63,6 +64,7 @@ func TestCanonicalAddressIsWhatIsSent(t *testing.T) {
 // TestSendFailureHidesTheRelay checks that a client learns what kind of
 // failure a send was, not the relay's address.
 func TestSendFailureHidesTheRelay(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +89,7 @@ func TestSendFailureHidesTheRelay(t *testing.T) {
 
 // TestAuthFailuresAreThrottled checks the 401 throttle end to end.
 func TestAuthFailuresAreThrottled(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) { c.APIKey, c.AuthFailureLimit = "k", 3 })
 	for range 3 {
 		mustStatus(t, s.do(t, "GET", "/v1/inboxes", nil, "X-API-Key", "nope"), http.StatusUnauthorized)

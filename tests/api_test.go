@@ -10,6 +10,7 @@ import (
 )
 
 func TestBlockedDomainSendsNothing(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) {
 			c.OutboundDomainBlocklist = `evil\.test, (.*\.)?spam\.test`
@@ -35,6 +36,7 @@ func TestBlockedDomainSendsNothing(t *testing.T) {
 }
 
 func TestNotFoundAndValidation(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", nil)
 	inbox := s.createInbox(t, "support")
 	tests := []struct {
@@ -93,6 +95,7 @@ func TestNotFoundAndValidation(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) { c.APIKey = "s3cret" })
 	tests := []struct {
 		name    string
@@ -124,6 +127,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestInboxLifecycle(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		b := s.createInbox(t, "b-team")

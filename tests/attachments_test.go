@@ -80,6 +80,7 @@ func listed(t *testing.T, r response) (names, ids []string) {
 // Sent attachments are kept: listed by message, thread and inbox, described,
 // and served back byte for byte, raw and in base64, on both databases.
 func TestAttachmentsServedAsSent(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.APIKey = "k" })
 		inbox := s.createInbox(t, "support", key...)
@@ -211,6 +212,7 @@ func (s *server) checkAttachment(t *testing.T, id string, f file) {
 // UTF-8 would be a PostgreSQL error), filters are exactly one, and every
 // route needs the key.
 func TestAttachmentRefusals(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.APIKey = "k" })
 		inbox := s.createInbox(t, "support", key...)

@@ -26,6 +26,7 @@ import (
 // deletion waits, and the database's word that the late send waits for a
 // lock, are what the test waits for: no timer.
 func TestBadInputSendRacesDeleteOnAnotherServer(t *testing.T) {
+	t.Parallel()
 	mx := smtptest.Start(t)
 	cfg := baseConfig(t, "postgres", mx)
 	cfg.ThrottleBackend = "postgres"
@@ -70,6 +71,7 @@ func TestBadInputSendRacesDeleteOnAnotherServer(t *testing.T) {
 // for the dispatch to be recorded. B starts once A holds the message at
 // the mail server, so that A, not B, dispatches it.
 func TestBadInputHeldSendRacesDeleteOnAnotherServer(t *testing.T) {
+	t.Parallel()
 	mx := smtptest.Start(t)
 	cfg := baseConfig(t, "postgres", mx)
 	cfg.ThrottleBackend = "postgres"
@@ -105,6 +107,7 @@ func TestBadInputHeldSendRacesDeleteOnAnotherServer(t *testing.T) {
 // SQLite one server owns the file and resolves its sends at start-up; the
 // store's TestDeleteInboxWaitsForLiveSends covers both databases.)
 func TestBadInputStaleSendDoesNotHoldDelete(t *testing.T) {
+	t.Parallel()
 	mx := smtptest.Start(t)
 	cfg := baseConfig(t, "postgres", mx)
 	clock := clocktest.New(time.Now().UTC())

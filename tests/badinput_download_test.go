@@ -35,6 +35,7 @@ import (
 // assertion reads a clock. The server's send buffer and the client's
 // receive buffer are 4 KiB, so the 2 MiB answer cannot fit in them.
 func TestBadInputSlowDownloadGivesTheBudgetBack(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		st := openMigrated(t, driver)
 		mx := smtptest.Start(t)

@@ -19,6 +19,7 @@ import (
 // up. Neither /metrics nor the access log may grow with it (issue 25: 700
 // requests with 30 KB methods grew /metrics to 256 MB).
 func TestBadInputMethodLabels(t *testing.T) {
+	t.Parallel()
 	s, logs := startWatched(t, "sqlite", nil)
 	for i := range 5 {
 		method := fmt.Sprintf("M%d%s", i, strings.Repeat("A", 30<<10))
@@ -76,6 +77,7 @@ func errLoc(t *testing.T, r response) string {
 // naming it, never dropped (issue 25: "&q=x;" answered 200 with every
 // message of the inbox).
 func TestBadInputMalformedQuery(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "support")
@@ -102,6 +104,7 @@ func TestBadInputMalformedQuery(t *testing.T) {
 // wherever it is read: a send, a PATCH of a held message, and MCP's
 // send_email (issue 25: +24:00, +00:60 and a comma fraction were 202).
 func TestBadInputScheduledAtGrammar(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "later")
@@ -168,6 +171,7 @@ func TestBadInputScheduledAtGrammar(t *testing.T) {
 // answered 404, and an ERROR line). The server's log line that the
 // deletion waits is what the test waits for: no timer.
 func TestBadInputSendRacesInboxDelete(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s, logs := startWatched(t, driver, nil)
 		inbox := s.createInbox(t, "doomed")
@@ -211,6 +215,7 @@ func TestBadInputSendRacesInboxDelete(t *testing.T) {
 // message: its dispatch holds the inbox from its claim to its record, so
 // the deletion waits for it, and nothing is logged at ERROR.
 func TestBadInputHeldSendRacesInboxDelete(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s, logs := startWatched(t, driver, nil)
 		inbox := s.createInbox(t, "doomed")

@@ -149,6 +149,7 @@ func hostileCases() []badCase {
 // TestBadInputHostile is issue 17's bad-input suite: every case refused, on
 // each database, with nothing sent, nothing stored and nothing changed.
 func TestBadInputHostile(t *testing.T) {
+	t.Parallel()
 	cases := hostileCases()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s, inbox := startBadInput(t, driver)
@@ -165,6 +166,7 @@ func TestBadInputHostile(t *testing.T) {
 // TestBadInputBlocklistRepetition is issue 17, item 9: a blocklist pattern
 // with a counted repetition, next to another, blocks what it says.
 func TestBadInputBlocklistRepetition(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.OutboundDomainBlocklist = `ev(il){1,2}\.com, bad\.org` })
 		inbox := s.createInbox(t, "support")

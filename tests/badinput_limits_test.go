@@ -17,6 +17,7 @@ import (
 // (about 8.4 MB) is exceeded by a 12 MB request rather than a 60 MB one:
 // the same code, at a sixth of the cost under -race.
 func TestBadInputLimits(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(cfg *config.Config) {
 			cfg.AttachmentMaxSizeMB, cfg.AttachmentMaxTotalSizeMB = 1, 1

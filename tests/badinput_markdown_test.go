@@ -12,6 +12,7 @@ import (
 // still rendered. (How long each takes is BenchmarkRenderCostPerByte's to
 // show; here, which way each body went.)
 func TestBadInputMarkdown(t *testing.T) {
+	t.Parallel()
 	deepList := func(size int) string {
 		var b strings.Builder
 		for i := 0; b.Len() < size; i++ {

@@ -18,6 +18,7 @@ import (
 // TestBadInputMCPStdio: `nornweave mcp` answers a line that is not JSON
 // with -32700 and keeps serving; a wrong key is reported as a wrong key.
 func TestBadInputMCPStdio(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) { c.APIKey = mcpKey })
 	t.Run("a line that is not JSON", func(t *testing.T) { stdioReadsOn(t, s.URL) })
 	t.Run("wrong key", func(t *testing.T) {

@@ -57,12 +57,15 @@ func resultText(res *mcp.CallToolResult) string {
 // text; get_attachment_content refuses a file over 5 MiB with the REST URL
 // that streams it. On both databases.
 func TestBadInputMCPAnswersBounded(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "big")
-		// 40 messages of 100 KB of short lines: every newline is two
-		// bytes of JSON, so a page of bodies is more JSON than its bytes.
-		body := strings.Repeat("ab\n", 34<<10)
+		// 40 messages of 56 KB of backslashes: each is two bytes of JSON
+		// in the text and again in content_clean, and every pair one
+		// backslash in the HTML, so a page of bodies is more JSON than its
+		// bytes (five times), and the 40 are 11 MB of JSON.
+		body := strings.Repeat(`\\`, 28<<10)
 		for i := range 40 {
 			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"a@b.test"},
 				"subject": fmt.Sprintf("m%d", i), "body": body})
@@ -147,6 +150,7 @@ func TestBadInputMCPAnswersBounded(t *testing.T) {
 // checks, the annotations are true, a throttled send is told about
 // on_throttle "queue", and the scheduled_at hint's example is accepted.
 func TestBadInputMCPSchemasForAnAgent(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "agent")

@@ -54,6 +54,7 @@ type rpcAnswer struct {
 // for every protocol version; what the transport refuses is a JSON-RPC
 // error or the API's {detail, code}, never text; ids come back as sent.
 func TestBadInputMCPTransport(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) {
 		c.AttachmentMaxSizeMB, c.AttachmentMaxTotalSizeMB = 1, 1 // a request limit of about 8 MiB
 	})

@@ -26,6 +26,7 @@ import (
 // :latest), and the README and docs/ pages say the stop_grace_period the
 // file has (the README said 5m where the file has 6m).
 func TestComposePublishesOnLoopbackAndPinsImages(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +122,7 @@ func logLines(t *testing.T, buf *syncBuffer) []map[string]any {
 // to trigger them: one came 9 minutes late, with the next refusal. The server runs on a fake clock, which the
 // test advances across the interval instead of waiting.
 func TestRefusalSummaryIsWrittenOnTime(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		var log syncBuffer
 		clock := clocktest.New(time.Now().UTC())
@@ -167,6 +169,7 @@ func TestRefusalSummaryIsWrittenOnTime(t *testing.T) {
 // INFO line, "message sent", provider demo, with the message's id. The
 // demo provider used to log "message not sent" just before it.
 func TestDemoProviderSendIsLoggedOnce(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		var log syncBuffer
 		s := &server{Server: apptest.StartWith(t, apptest.Config(t, driver), apptest.Options{Log: &log, LogLevel: slog.LevelInfo})}
@@ -192,6 +195,7 @@ func TestDemoProviderSendIsLoggedOnce(t *testing.T) {
 // the Message-ID header is message_id_header, as in the API's answers.
 // The SMTP provider's DEBUG line said message_id for the header.
 func TestLogMessageIDIsTheMessagesID(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		var log syncBuffer
 		mx := smtptest.Start(t)
@@ -278,6 +282,7 @@ func runREADME(t *testing.T, s *server, script, inbox, id string) map[string]any
 // SCHEDULE_MAX_AHEAD: the message is held, then rescheduled. All four
 // used 2030 and were refused with 422.
 func TestScheduledExamplesAreAccepted(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "support")

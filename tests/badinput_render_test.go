@@ -53,12 +53,13 @@ func allocatedDuring(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
+// Not parallel: it counts the bytes the whole process allocates.
 func TestBadInputMarkdownExpansion(t *testing.T) {
 	bodies := []struct{ name, body string }{
 		{"reference used 1,600 times", hostileReferences(32 << 10)},
 		{"table padded to 400 × 1,000 cells", hostileTable(400, 1000)},
 	}
-	forEachDriver(t, func(t *testing.T, driver string) {
+	forEachDriverInTurn(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "support")
 		ctx := context.Background()

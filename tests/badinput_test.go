@@ -183,6 +183,7 @@ func badInputCases() []badCase {
 // server on each database: each must answer with its status and code,
 // hand nothing to the SMTP server and store nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	cases := badInputCases()
 	if len(cases) < 60 {
 		t.Fatalf("%d cases, want at least 60", len(cases))

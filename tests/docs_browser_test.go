@@ -35,6 +35,7 @@ func chromiumPath() string {
 // too: Try it out pre-fills no Idempotency-Key (issue 25). Chromium must be installed (make test runs
 // scripts/ensure-chromium.sh); a missing one fails the test.
 func TestDocsInABrowser(t *testing.T) {
+	t.Parallel()
 	started := time.Now()
 	bin := chromiumPath()
 	if _, err := os.Stat(bin); err != nil {

@@ -19,8 +19,20 @@ import (
 // drivers are the databases every end-to-end test runs on.
 var drivers = []string{"postgres", "sqlite"}
 
-// forEachDriver runs f once per database, each with its own fresh database.
+// forEachDriver runs f once per database, each with its own fresh
+// database, the databases in parallel: f must own everything it touches.
 func forEachDriver(t *testing.T, f func(t *testing.T, driver string)) {
+	for _, d := range drivers {
+		t.Run(d, func(t *testing.T) {
+			t.Parallel()
+			f(t, d)
+		})
+	}
+}
+
+// forEachDriverInTurn is forEachDriver one database after the other, for
+// a test that measures the whole process and so must run alone.
+func forEachDriverInTurn(t *testing.T, f func(t *testing.T, driver string)) {
 	for _, d := range drivers {
 		t.Run(d, func(t *testing.T) { f(t, d) })
 	}

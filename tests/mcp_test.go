@@ -201,6 +201,7 @@ func agentScenario(t *testing.T, cs *mcp.ClientSession, mx *smtptest.Server) {
 }
 
 func TestMCPOverStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		p, mx := startMCPServer(t, driver, 2)
 		cs, err := connectHTTP(context.Background(), p.URL, mcpKey)
@@ -229,6 +230,7 @@ func TestMCPOverStreamableHTTP(t *testing.T) {
 }
 
 func TestMCPOverStdio(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		p, mx := startMCPServer(t, driver, 2)
 		cs, stdio, err := startStdio(t, p.URL, mcpKey)
@@ -269,6 +271,7 @@ func TestMCPOverStdio(t *testing.T) {
 // exactly 20 reach the SMTP server, and every other call is a rate_limited
 // refusal that says when to retry.
 func TestMCPConcurrentSendsKeepTheLimit(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		const limit, calls = 20, 200
 		p, mx := startMCPServer(t, driver, limit)

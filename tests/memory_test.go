@@ -44,6 +44,8 @@ const memoryPerBudgetByte = 10
 // not 8 times the size of a request. It measures the growth of the peak
 // Go heap (sampled every millisecond) and of the peak RSS of this process
 // (VmHWM, reset first through /proc/self/clear_refs).
+//
+// Not parallel: it measures the whole process's heap and RSS.
 func TestConcurrentMaxSizeSendsBoundedMemory(t *testing.T) {
 	cfg := apptest.Config(t, "sqlite")
 	if os.Getenv("NORNWEAVE_MEMTEST_FULL") == "" {

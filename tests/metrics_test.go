@@ -11,6 +11,7 @@ import (
 // /metrics moves after a send, a provider failure and a 429, and no label
 // carries an id, an address or a key.
 func TestMetricsMoveAfterSendFailureAndRefusal(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) {
 		c.SendRateLimitPerMinute, c.APIKey = 1, "key"
 	})
@@ -61,6 +62,7 @@ func TestMetricsMoveAfterSendFailureAndRefusal(t *testing.T) {
 }
 
 func TestMetricsKeyGuardsMetrics(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) { c.MetricsAPIKey = "mk" })
 	mustStatus(t, s.do(t, "GET", "/metrics", nil), http.StatusUnauthorized)
 	mustStatus(t, s.do(t, "GET", "/metrics", nil, "Authorization", "Bearer mk"), http.StatusOK)

@@ -46,6 +46,7 @@ func codeOf(b []byte) string {
 }
 
 func TestAllowedHostsReachTheAPI(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) { c.AllowedHosts = "api.example" })
 	for _, tt := range []struct {
 		host, path string
@@ -67,6 +68,7 @@ func TestAllowedHostsReachTheAPI(t *testing.T) {
 // without TRUSTED_PROXIES every client is the proxy's address, and one
 // client's failures lock all of them out.
 func TestTrustedProxiesLockOutEachClient(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) {
 		c.APIKey, c.AuthFailureLimit, c.TrustedProxies = "the-key", 3, "127.0.0.0/8"
 	})
@@ -85,6 +87,7 @@ func TestTrustedProxiesLockOutEachClient(t *testing.T) {
 
 // net/http's own answers, to requests no handler sees, are JSON too.
 func TestMalformedRequestsGetJSON(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", nil)
 	for _, tt := range []struct {
 		request string

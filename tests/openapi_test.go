@@ -107,6 +107,7 @@ func checkResponse(t testing.TB, req *http.Request, status int, header http.Head
 // Each route's success and its main error, validated against the document
 // (do validates every response; this makes sure each route is met).
 func TestEveryRouteConformsToOpenAPI(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(c *config.Config) {
 		c.APIKey, c.SendRateLimitPerMinute = "key", 1
 	})
@@ -181,6 +182,7 @@ func TestEveryRouteConformsToOpenAPI(t *testing.T) {
 
 // The validator itself must catch a response that breaks the document.
 func TestCheckResponseCatchesAMismatch(t *testing.T) {
+	t.Parallel()
 	req, _ := http.NewRequest("GET", "http://127.0.0.1:1/health", nil)
 	ft := &fakeT{TB: t}
 	checkResponse(ft, req, 200, http.Header{"Content-Type": {"application/json"}}, []byte(`{"status":"down"}`))

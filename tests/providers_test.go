@@ -29,8 +29,10 @@ func hostedConfig(t *testing.T, driver, kind string, f *providertest.Fake) confi
 }
 
 func TestHostedProvidersEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, kind := range providertest.Kinds {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			forEachDriver(t, func(t *testing.T, driver string) {
 				f := providertest.Start(t, kind)
 				cfg := hostedConfig(t, driver, kind, f)

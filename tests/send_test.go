@@ -10,6 +10,7 @@ import (
 )
 
 func TestSendArrivesAndReadsBack(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "support")
@@ -125,6 +126,7 @@ func TestSendArrivesAndReadsBack(t *testing.T) {
 }
 
 func TestSMTPRejectionIsRecordedAndGivesTheSlotBack(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "support")

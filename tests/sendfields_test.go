@@ -13,6 +13,7 @@ import (
 // from the HTML, and that text is what the message, its preview and
 // search show.
 func TestSendHTMLWithoutBody(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "support")
@@ -64,6 +65,7 @@ func TestSendHTMLWithoutBody(t *testing.T) {
 // numbers digit for digit; over their limits a send is a 422 naming the
 // field and sends nothing.
 func TestLabelsAndMetadataRoundTrip(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, nil)
 		inbox := s.createInbox(t, "support")

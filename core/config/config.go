@@ -26,6 +26,10 @@ type Config struct {
 	// (see inferDriver).
 	DBDriver    string `envconfig:"DB_DRIVER"`
 	DatabaseURL string `envconfig:"DATABASE_URL"`
+	// DatabaseMaxConnections bounds one server's PostgreSQL connection
+	// pool, which the store and held-mail dispatch (River) share; the
+	// postgres throttle keeps its own 4. SQLite always has one connection.
+	DatabaseMaxConnections int `envconfig:"DATABASE_MAX_CONNECTIONS" default:"20"`
 
 	EmailProvider string `envconfig:"EMAIL_PROVIDER" default:"demo"`
 	EmailDomain   string `envconfig:"EMAIL_DOMAIN"`
@@ -244,6 +248,7 @@ func (c Config) Validate() error {
 		{"HTML_MAX_SIZE_MB", c.HTMLMaxSizeMB, 1},
 		{"REQUESTS_IN_FLIGHT_MB", c.RequestsInFlightMB, 1},
 		{"SEARCH_TIMEOUT_SECONDS", c.SearchTimeoutSeconds, 1},
+		{"DATABASE_MAX_CONNECTIONS", c.DatabaseMaxConnections, 2},
 	} {
 		if v.n < v.min {
 			bad(v.name, "must be at least %d, got %d", v.min, v.n)

@@ -18,7 +18,8 @@ func valid() Config {
 		LogLevel: "info", Port: 8000, SMTPPort: 587, AttachmentMaxSizeMB: 25,
 		AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
 		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SendTimeout: time.Minute, SMTPTimeout: 15 * time.Second,
-		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10}
+		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10,
+		DatabaseMaxConnections: 20}
 }
 
 func TestUnauthenticatedServerNeedsConsent(t *testing.T) {
@@ -58,6 +59,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"zero html cap", func(c *Config) { c.HTMLMaxSizeMB = 0 }, []string{"HTML_MAX_SIZE_MB"}},
 		{"zero in-flight budget", func(c *Config) { c.RequestsInFlightMB = 0 }, []string{"REQUESTS_IN_FLIGHT_MB"}},
 		{"zero search timeout", func(c *Config) { c.SearchTimeoutSeconds = 0 }, []string{"SEARCH_TIMEOUT_SECONDS"}},
+		{"one database connection", func(c *Config) { c.DatabaseMaxConnections = 1 }, []string{"DATABASE_MAX_CONNECTIONS"}},
 		{"unknown provider", func(c *Config) { c.EmailProvider = "carrier-pigeon" }, []string{"EMAIL_PROVIDER", "carrier-pigeon"}},
 		{"smtp without host", func(c *Config) { c.EmailProvider = "smtp" }, []string{"SMTP_HOST"}},
 		{"mailgun without key and domain", func(c *Config) { c.EmailProvider = "mailgun" }, []string{"MAILGUN_API_KEY", "MAILGUN_DOMAIN"}},

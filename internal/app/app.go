@@ -193,7 +193,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 // OpenStore opens the configured database without migrating it. On
 // PostgreSQL its migrations include the shared throttle's tables.
 func OpenStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*store.Store, error) {
-	o := store.Options{Driver: cfg.DBDriver, Logger: logger}
+	o := store.Options{Driver: cfg.DBDriver, Logger: logger, MaxOpenConns: cfg.DatabaseMaxConnections}
 	if cfg.DBDriver == "postgres" {
 		o.DSN = cfg.PostgresURL()
 		o.Schemas = []store.Schema{pgthrottleSchema, hold.Schema(store.DriverPostgres)}

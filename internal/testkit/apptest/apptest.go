@@ -30,7 +30,7 @@ import (
 
 // Config returns a valid configuration with the documented defaults: the
 // demo provider on a fresh database of driver ("postgres" or "sqlite"),
-// listening on loopback, throttle off.
+// listening on loopback, throttle off, a PostgreSQL pool of 4.
 func Config(tb testing.TB, driver string) config.Config {
 	tb.Helper()
 	cfg := config.Config{
@@ -41,6 +41,9 @@ func Config(tb testing.TB, driver string) config.Config {
 		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SendTimeout: time.Minute, SMTPTimeout: 15 * time.Second,
 		ProviderTimeout: 30 * time.Second, ProviderMaxConcurrency: 16, SMTPMaxConnections: 4,
 		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10,
+		// Tests run in parallel beside other packages' and another make
+		// test: the whole run must fit in PostgreSQL's 100 connections.
+		DatabaseMaxConnections: 4,
 	}
 	if driver == "postgres" {
 		cfg.DatabaseURL = testdb.PostgresMigratedURL(tb, schemaKey(tb), migrate(cfg))
