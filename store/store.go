@@ -282,8 +282,14 @@ func (s *Store) Ready(ctx context.Context) error {
 		return fmt.Errorf("%w: at version %d, want %d", ErrSchemaNotCurrent, current, latest)
 	}
 	for _, sc := range s.schemas {
-		if ok, err := sc.Current(ctx, s.sqlDB); err != nil || !ok {
-			return fmt.Errorf("%w: %s schema (%v)", ErrSchemaNotCurrent, sc.Name, err)
+		ok, err := sc.Current(ctx, s.sqlDB)
+		if err != nil {
+			// Not an answer about the schema: /ready says unreachable,
+			// not "run nornweave migrate".
+			return fmt.Errorf("store: %s schema status: %w", sc.Name, err)
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s schema", ErrSchemaNotCurrent, sc.Name)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/nornweave/nornweave/internal/testkit/testdb"
+	"github.com/nornweave/nornweave/migrations"
 )
 
 // t0 is the fixed "now" of the tests; nothing here reads the clock.
@@ -255,5 +257,30 @@ func TestOpenSQLiteNamesUnwritablePath(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.path) || !strings.Contains(err.Error(), tt.reason) {
 			t.Errorf("Open(%q) = %v, want the path and %q", tt.path, err, tt.reason)
 		}
+	}
+}
+
+// A schema check that fails to answer (a timeout on a busy database) is
+// the database unreachable, not a schema to migrate: /ready told an
+// operator to run nornweave migrate when SQLite's one connection was busy.
+func TestReadySaysUnreachableWhenASchemaCheckFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cause := errors.New("no answer in time")
+	s, err := Open(ctx, Options{Driver: DriverSQLite, DSN: testdb.SQLitePath(t), Schemas: []Schema{{
+		Name:    "jobs",
+		Migrate: func(context.Context, *sql.DB) error { return nil },
+		Current: func(context.Context, *sql.DB) (bool, error) { return false, cause },
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := migrations.ApplyListed(ctx, s.sqlDB, DriverSQLite); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Ready(ctx)
+	if !errors.Is(err, cause) || errors.Is(err, ErrSchemaNotCurrent) {
+		t.Errorf("Ready = %v, want the check's error and not ErrSchemaNotCurrent", err)
 	}
 }

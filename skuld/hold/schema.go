@@ -50,6 +50,11 @@ func Schema(driver string) store.Schema {
 			}
 			existing, err := m.ExistingVersions(ctx)
 			if err != nil {
+				if ctx.Err() != nil {
+					// Out of time: the database did not answer, which
+					// says nothing of its schema.
+					return false, err
+				}
 				// No river_migration table yet: not current.
 				return false, nil //nolint:nilerr // an empty database is simply not migrated
 			}
