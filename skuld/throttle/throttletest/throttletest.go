@@ -8,9 +8,11 @@
 // in package shared.
 //
 // Time moves only through Backend.Advance, so no test waits for the clock
-// or fails on a slow machine. A shared backend's own clock still runs
-// while a test does (milliseconds); every assertion keeps a margin of a
-// second from a bucket edge.
+// or fails on a slow machine. A backend stamped by its server's clock
+// gives the suite one it moves (PostgreSQL's harness replaces
+// clock_timestamp()); where the server's clock still runs while a test
+// does (Redis's TIME), every assertion keeps a margin of a second from a
+// bucket edge, which a machine that stalls a case for longer breaks.
 package throttletest
 
 import (
