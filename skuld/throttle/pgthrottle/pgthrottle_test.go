@@ -108,19 +108,27 @@ func viaProxy(t *testing.T, raw string) (*tcpproxy.Proxy, string) {
 	return p, u.String()
 }
 
-// migrated returns a fresh database with the throttle's schema.
+// migrated returns a new database with the throttle's schema, cloned from
+// a template migrated once.
 func migrated(t *testing.T) (string, *sql.DB) {
 	t.Helper()
-	url := testdb.PostgresURL(t)
+	url := testdb.PostgresMigratedURL(t, "pgthrottle_"+testdb.SchemaKey(t), migrate)
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := pgthrottle.Migrate(context.Background(), db); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
 	return url, db
+}
+
+// migrate applies the throttle's schema to the empty database at url.
+func migrate(ctx context.Context, url string) error {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return pgthrottle.Migrate(ctx, db)
 }
 
 // pool opens a throttle pool on the database at url, as a server would.

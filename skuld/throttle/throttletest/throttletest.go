@@ -60,7 +60,9 @@ type Backend struct {
 	Shared bool
 }
 
-// Run runs the suite; newBackend is called once per case.
+// Run runs the suite; newBackend is called once per case. The cases run in
+// parallel, each on the state its newBackend gave it, but for one that
+// runs first, alone.
 func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	cases := []struct {
 		name   string
@@ -89,6 +91,10 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Not parallel, AbandonedAdmissionsTakeNothing: it times callers' patience (ms) on the real clock.
+			if c.name != "AbandonedAdmissionsTakeNothing" {
+				t.Parallel()
+			}
 			b := newBackend(t)
 			if c.shared && !b.Shared {
 				t.Skip("the state of this backend does not outlive its throttle: restarts, leases and " +
