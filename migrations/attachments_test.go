@@ -9,6 +9,7 @@ import (
 // 0009 gives the attachments sent before it their message's inbox and
 // thread, and no content.
 func TestAttachmentContentMigrationFillsOldRows(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, dialect string, open func() *sql.DB) {
 		ctx := context.Background()
 		db := open()

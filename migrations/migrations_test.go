@@ -16,13 +16,15 @@ import (
 	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
-// forEachDialect runs f against a fresh, empty database of each dialect.
+// forEachDialect runs f against a fresh, empty database of each dialect,
+// in parallel.
 // open returns another connection pool to the same database, to play a
 // second server.
 func forEachDialect(t *testing.T, f func(t *testing.T, dialect string, open func() *sql.DB)) {
 	t.Helper()
 	for _, dialect := range []string{Postgres, SQLite} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			var driver, dsn string
 			switch dialect {
 			case Postgres:
@@ -45,6 +47,7 @@ func forEachDialect(t *testing.T, f func(t *testing.T, dialect string, open func
 }
 
 func TestApplyFromEmptyThenNoOp(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, dialect string, open func() *sql.DB) {
 		ctx := context.Background()
 		db := open()
@@ -90,6 +93,7 @@ func TestApplyFromEmptyThenNoOp(t *testing.T) {
 }
 
 func TestApplyRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, dialect string, open func() *sql.DB) {
 		ctx := context.Background()
 		db := open()
@@ -112,6 +116,7 @@ func TestApplyRefusesNewerSchema(t *testing.T) {
 }
 
 func TestConcurrentAppliersMigrateOnce(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, dialect string, open func() *sql.DB) {
 		ctx := context.Background()
 		const servers = 4
@@ -147,6 +152,7 @@ func TestConcurrentAppliersMigrateOnce(t *testing.T) {
 }
 
 func TestFailedMigrationRollsBackAlone(t *testing.T) {
+	t.Parallel()
 	forEachDialect(t, func(t *testing.T, dialect string, open func() *sql.DB) {
 		ctx := context.Background()
 		db := open()
@@ -167,6 +173,7 @@ func TestFailedMigrationRollsBackAlone(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	pg, err := load(Postgres)
 	if err != nil {
 		t.Fatalf("load postgres: %v", err)

@@ -20,6 +20,7 @@ import (
 // SMTP relay, the HTTP fakes, SES with no credentials to find.
 
 func TestCauseOfSMTPFailures(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +129,7 @@ var unverifiedSender = map[string]struct {
 }
 
 func TestCauseOfHTTPFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		respond func(f *providertest.Fake) providertest.Responder
@@ -207,6 +209,7 @@ func TestCauseOfHTTPFailures(t *testing.T) {
 // default chain (no environment, no profile, no instance role), the SDK
 // fails before any request; that is a credentials problem, not a failed
 // connection.
+// Not parallel: sets the process's environment (AWS credentials).
 func TestCauseOfSESWithoutCredentials(t *testing.T) {
 	empty := filepath.Join(t.TempDir(), "none")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
@@ -238,6 +241,7 @@ func TestCauseOfSESWithoutCredentials(t *testing.T) {
 }
 
 func TestCausesAreClosedAndWorded(t *testing.T) {
+	t.Parallel()
 	seen := map[string]string{}
 	for _, c := range Causes {
 		d := DescribeCause(c)
@@ -264,6 +268,7 @@ func TestCausesAreClosedAndWorded(t *testing.T) {
 }
 
 func TestCheckAgainstAReachableServer(t *testing.T) {
+	t.Parallel()
 	mx := smtptest.Start(t)
 	p, err := NewSMTP(SMTPConfig{Host: mx.Host(), Port: mx.Port(), Timeout: 5 * time.Second})
 	if err != nil {

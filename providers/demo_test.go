@@ -13,6 +13,7 @@ import (
 )
 
 func TestDemoSend(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	d := NewDemo(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	m := Message{
@@ -62,6 +63,7 @@ func TestDemoSend(t *testing.T) {
 }
 
 func TestDemoCancelledContext(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	d := NewDemo(slog.New(slog.NewTextHandler(&buf, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,6 +82,7 @@ func TestDemoCancelledContext(t *testing.T) {
 }
 
 func TestDemoNilLogger(t *testing.T) {
+	t.Parallel()
 	if _, err := NewDemo(nil).Send(context.Background(), Message{MessageID: "<x@example.com>"}); err != nil {
 		t.Errorf("Send with a nil logger: %v", err)
 	}

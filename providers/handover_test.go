@@ -43,6 +43,7 @@ func (r *recorder) got() []string {
 // is handed over once it holds the slot; a hand-over that cannot be
 // recorded stops the send, not sent, with its slot given back.
 func TestHandoverTraceEveryProvider(t *testing.T) {
+	t.Parallel()
 	mx := smtptest.Start(t)
 	smtp := newTestSMTP(t, mx, func(c *SMTPConfig) { c.MaxConns = 1 })
 	httpb, err := newHTTPBase("test", "TEST_KEY", HTTPConfig{MaxConcurrency: 1})

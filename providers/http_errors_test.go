@@ -11,6 +11,7 @@ import (
 // or a 503 says "not accepted"; any other 5xx to a request that was
 // written may have come after the provider took it.
 func TestClassifyByStatusAndWrite(t *testing.T) {
+	t.Parallel()
 	b, err := newHTTPBase("test", "TEST_KEY", HTTPConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestClassifyByStatusAndWrite(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		in   string

@@ -77,6 +77,7 @@ func fullMessage() Message {
 }
 
 func TestHTTPProvidersSortResponses(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		temporary, unknown bool
 		code               int
@@ -225,6 +226,7 @@ func checkNoSecret(t *testing.T, msg, url string) {
 }
 
 func TestWaitingForASlotTimesOutAsTemporary(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "resend")
 	release := make(chan struct{})
 	f.Respond(func(w http.ResponseWriter, r *http.Request, n int) {
@@ -258,6 +260,7 @@ func TestWaitingForASlotTimesOutAsTemporary(t *testing.T) {
 }
 
 func TestSecondRequestInOneSendIsRefused(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "resend")
 	b, err := newHTTPBase("test", "TEST_KEY", HTTPConfig{})
 	if err != nil {
@@ -290,6 +293,7 @@ func TestSecondRequestInOneSendIsRefused(t *testing.T) {
 }
 
 func TestMaxConcurrencyBoundsCallsInFlight(t *testing.T) {
+	t.Parallel()
 	for _, kind := range providertest.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			f := providertest.Start(t, kind)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestMailgunRequest(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "mailgun")
 	p := newProvider(t, "mailgun", f.URL, HTTPConfig{})
 	id, err := p.Send(context.Background(), fullMessage())
@@ -85,6 +86,7 @@ func checkMIME(t *testing.T, sent providertest.Sent) {
 }
 
 func TestMailgunAPIBase(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"":                            "https://api.mailgun.net/v3",
 		"https://api.eu.mailgun.net":  "https://api.eu.mailgun.net/v3",

@@ -59,6 +59,7 @@ func headerLines(raw []byte) []string {
 }
 
 func TestMIMEHeaderLinesStayShort(t *testing.T) {
+	t.Parallel()
 	nonASCII := strings.Repeat("Grüße aus Köln — ✓ ", 60)
 	tests := []struct {
 		name             string

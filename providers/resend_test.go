@@ -13,6 +13,7 @@ import (
 )
 
 func TestResendRequest(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "resend")
 	p := newProvider(t, "resend", f.URL+"/", HTTPConfig{})
 	id, err := p.Send(context.Background(), fullMessage())
@@ -66,6 +67,7 @@ func TestResendRequest(t *testing.T) {
 }
 
 func TestResendRejectsABadBase(t *testing.T) {
+	t.Parallel()
 	if _, err := NewResend(ResendConfig{APIKey: "k", APIBase: "api.resend.com"}); err == nil {
 		t.Error("NewResend with a base without scheme = nil error")
 	}
@@ -75,6 +77,7 @@ func TestResendRejectsABadBase(t *testing.T) {
 // is a single string, so several reply-to addresses travel as one
 // RFC 5322 list in it.
 func TestResendReplyToIsOneString(t *testing.T) {
+	t.Parallel()
 	m := fullMessage()
 	m.ReplyTo = address.MustParseList("a@acme.test", "B <b@acme.test>")
 	if got := resendRequest(m).ReplyTo; got != `a@acme.test, "B" <b@acme.test>` {
@@ -87,6 +90,7 @@ func TestResendReplyToIsOneString(t *testing.T) {
 // of a second email, so every attempt of one message carries the same key,
 // and another message another.
 func TestResendSendsTheMessagesIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "resend")
 	f.Respond(func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -133,6 +137,7 @@ func TestResendSendsTheMessagesIdempotencyKey(t *testing.T) {
 }
 
 func TestResendIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	long := "<" + strings.Repeat("a", 300) + "@acme.test>"
 	tests := []struct {
 		name, messageID string
@@ -160,6 +165,7 @@ func TestResendIdempotencyKey(t *testing.T) {
 // request with it was taken (or is being processed): that message may
 // have gone out, so it counts and is not retried.
 func TestResendIdempotencyConflictIsUnknown(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "resend")
 	f.Respond(f.Reject(409, "Same idempotency key used while original request is still in progress"))
 	p := newProvider(t, "resend", f.URL, HTTPConfig{})

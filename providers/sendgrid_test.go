@@ -12,6 +12,7 @@ import (
 )
 
 func TestSendGridRequest(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "sendgrid")
 	p := newProvider(t, "sendgrid", f.URL, HTTPConfig{})
 	id, err := p.Send(context.Background(), fullMessage())
@@ -62,6 +63,7 @@ func TestSendGridRequest(t *testing.T) {
 }
 
 func TestSendGridSeveralReplyTos(t *testing.T) {
+	t.Parallel()
 	m := fullMessage()
 	m.ReplyTo = address.MustParseList("a@acme.test", "B <b@acme.test>")
 	body, err := sendgridBody(m)

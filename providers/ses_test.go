@@ -13,6 +13,7 @@ import (
 )
 
 func TestSESRequest(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "ses")
 	p := newProvider(t, "ses", f.URL, HTTPConfig{})
 	id, err := p.Send(context.Background(), fullMessage())
@@ -55,6 +56,7 @@ func TestSESRequest(t *testing.T) {
 }
 
 func TestSESThrottlingIsTemporaryWhateverTheStatus(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "ses")
 	f.Respond(f.Reject(400, "Maximum sending rate exceeded.", "X-Amzn-ErrorType", "Throttling"))
 	p := newProvider(t, "ses", f.URL, HTTPConfig{})
@@ -65,6 +67,7 @@ func TestSESThrottlingIsTemporaryWhateverTheStatus(t *testing.T) {
 	}
 }
 
+// Not parallel: sets the process's environment (AWS credentials).
 func TestSESDefaultCredentialChain(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFROMENVIRONMENT")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
@@ -87,6 +90,7 @@ func TestSESDefaultCredentialChain(t *testing.T) {
 }
 
 func TestSESRefusesHalfTheKeys(t *testing.T) {
+	t.Parallel()
 	if _, err := NewSES(context.Background(), SESConfig{AccessKeyID: "AKID"}); err == nil {
 		t.Error("NewSES with a key id and no secret = nil error")
 	}
@@ -97,6 +101,7 @@ func TestSESRefusesHalfTheKeys(t *testing.T) {
 // "Amazon SES header fields"). We hand ours over in the MIME; the id that
 // comes back, and that recipients see, is SES's.
 func TestSESCannotKeepOurMessageID(t *testing.T) {
+	t.Parallel()
 	f := providertest.Start(t, "ses")
 	p := newProvider(t, "ses", f.URL, HTTPConfig{})
 	m := fullMessage()
@@ -112,6 +117,7 @@ func TestSESCannotKeepOurMessageID(t *testing.T) {
 	}
 }
 
+// Not parallel: sets the process's environment (AWS credentials).
 func TestSESLogsWhichCredentials(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")

@@ -131,6 +131,7 @@ type deadlineRun struct {
 	elapsed  time.Duration
 }
 
+// Not parallel: it times real deadlines, which other tests' load would stretch.
 func TestSMTPAttemptNeverOutlivesItsDeadline(t *testing.T) {
 	var runs []*deadlineRun
 	for _, mode := range []deadlineMode{defaultMode, longMode, largeMode} {

@@ -18,6 +18,7 @@ import (
 // TestSMTPAttemptNeverOutlivesItsDeadline.
 
 func TestSMTPResetAtEachStage(t *testing.T) {
+	t.Parallel()
 	for _, stage := range allStages {
 		t.Run(stage.String(), func(t *testing.T) {
 			s := smtptest.Start(t)
@@ -41,6 +42,7 @@ func TestSMTPResetAtEachStage(t *testing.T) {
 }
 
 func TestSMTPErrorsNeverNameTheRelay(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

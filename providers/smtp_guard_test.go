@@ -20,6 +20,7 @@ func (c *deadlineConn) SetReadDeadline(t time.Time) error  { c.set = t; return n
 func (c *deadlineConn) SetWriteDeadline(t time.Time) error { c.set = t; return nil }
 
 func TestGuardBoundsDeadlines(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	end := now.Add(time.Minute)
 	tests := []struct {
@@ -65,6 +66,7 @@ func TestGuardBoundsDeadlines(t *testing.T) {
 // all: the connection is closed under it when the attempt's context ends,
 // the error reads as a timeout, and finish reports it unusable.
 func TestGuardClosesWhenTheAttemptEnds(t *testing.T) {
+	t.Parallel()
 	client, server := net.Pipe() // no deadlines of its own are set below
 	defer server.Close()
 	g := newGuardConn(client)

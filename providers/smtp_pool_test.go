@@ -16,6 +16,7 @@ import (
 // Connection reuse, the MaxConns bound, redial, idle timeout and Close.
 
 func TestSMTPReusesOneConnectionSequentially(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, nil)
 	for i := range 20 {
@@ -30,6 +31,7 @@ func TestSMTPReusesOneConnectionSequentially(t *testing.T) {
 }
 
 func TestSMTPConcurrentSendsStayWithinMaxConns(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, func(c *SMTPConfig) { c.MaxConns = 4 })
 	var wg sync.WaitGroup
@@ -60,6 +62,7 @@ func TestSMTPConcurrentSendsStayWithinMaxConns(t *testing.T) {
 }
 
 func TestSMTPRedialsWhenPooledConnectionWasDropped(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, nil)
 	mustSend(t, p, simpleMessage(1))
@@ -101,6 +104,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func TestSMTPIdleTimeout(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, func(c *SMTPConfig) { c.IdleTimeout = time.Minute })
 	clock := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -125,6 +129,7 @@ func TestSMTPIdleTimeout(t *testing.T) {
 }
 
 func TestSMTPConnectionRefused(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +154,7 @@ func TestSMTPConnectionRefused(t *testing.T) {
 }
 
 func TestSMTPClose(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, nil)
 	mustSend(t, p, simpleMessage(1))
@@ -168,6 +174,7 @@ func TestSMTPClose(t *testing.T) {
 }
 
 func TestSMTPCloseUnblocksWaitingSend(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, func(c *SMTPConfig) { c.MaxConns = 1 })
 	if err := p.acquire(context.Background()); err != nil { // occupy the only slot
@@ -186,6 +193,7 @@ func TestSMTPCloseUnblocksWaitingSend(t *testing.T) {
 }
 
 func TestSMTPContextEndsWaitForConnection(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, func(c *SMTPConfig) { c.MaxConns = 1 })
 	if err := p.acquire(context.Background()); err != nil {
@@ -210,6 +218,7 @@ func TestSMTPContextEndsWaitForConnection(t *testing.T) {
 // TestSMTPWaitAndTransactionShareTheDeadline is the shape of issue 15:
 // every connection is busy with a slow DATA; a send that waits for one and
 // then meets the same slow DATA must still end by its deadline.
+// Not parallel: it times a real deadline, which other tests' load would stretch.
 func TestSMTPWaitAndTransactionShareTheDeadline(t *testing.T) {
 	s := smtptest.Start(t)
 	s.Stall(smtptest.AtData, 2*time.Second)
@@ -260,6 +269,7 @@ func TestSMTPWaitAndTransactionShareTheDeadline(t *testing.T) {
 // attempt's end is lifted when the attempt ends: a pooled connection idle
 // past that end is reused, not killed.
 func TestSMTPPooledConnectionOutlivesTheAttempt(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -13,6 +13,7 @@ import (
 // TLS, authentication and the server's rejections, against smtptest.
 
 func TestSMTPTLS(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		opts []smtptest.Option
@@ -47,6 +48,7 @@ func TestSMTPTLS(t *testing.T) {
 }
 
 func TestSMTPTLSFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		opts    []smtptest.Option
@@ -77,6 +79,7 @@ func TestSMTPTLSFailures(t *testing.T) {
 }
 
 func TestSMTPAuth(t *testing.T) {
+	t.Parallel()
 	const password = "s3cret-Pa55word"
 	tests := []struct {
 		name       string
@@ -117,6 +120,7 @@ func TestSMTPAuth(t *testing.T) {
 }
 
 func TestSMTPDataRejected(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, nil)
 
@@ -144,6 +148,7 @@ func TestSMTPDataRejected(t *testing.T) {
 }
 
 func TestSMTPRecipientRejected(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, nil)
 	s.RejectRecipient("gone@example.org")

@@ -68,6 +68,7 @@ func addresses(t *testing.T, h netmail.Header, key string) []string {
 	return out
 }
 func TestSMTPSendMessage(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	p := newTestSMTP(t, s, nil)
 	const greeting = "Grüße — ✓"
@@ -134,6 +135,7 @@ func TestSMTPSendMessage(t *testing.T) {
 }
 
 func TestSMTPTextOnly(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	m := simpleMessage(1)
 	m.HTML = ""
@@ -150,6 +152,7 @@ func TestSMTPTextOnly(t *testing.T) {
 }
 
 func TestSMTPReplyHeaders(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	m := simpleMessage(1)
 	m.InReplyTo = "<parent-5b0e9f8e-8f43-4c54-a3a5-0f1f6b2f9c11@example.com>"
@@ -171,6 +174,7 @@ func TestSMTPReplyHeaders(t *testing.T) {
 }
 
 func TestSMTPAttachments(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	binary := make([]byte, 300)
 	for i := range binary {
@@ -212,6 +216,7 @@ func TestSMTPAttachments(t *testing.T) {
 }
 
 func TestSMTPRejectsLineBreaksInHeaders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		edit func(*Message)
@@ -241,6 +246,7 @@ func TestSMTPRejectsLineBreaksInHeaders(t *testing.T) {
 	}
 }
 func TestSMTPGeneratesMissingMessageID(t *testing.T) {
+	t.Parallel()
 	s := smtptest.Start(t)
 	m := simpleMessage(1)
 	m.MessageID = ""
@@ -254,6 +260,7 @@ func TestSMTPGeneratesMissingMessageID(t *testing.T) {
 }
 
 func TestNewSMTP(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                    string
 		cfg                     SMTPConfig

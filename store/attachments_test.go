@@ -58,6 +58,7 @@ func names(atts []Attachment) []string {
 }
 
 func TestAttachmentsListedByMessageThreadAndInbox(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -119,6 +120,7 @@ func TestAttachmentsListedByMessageThreadAndInbox(t *testing.T) {
 }
 
 func TestAttachmentAndContentRoundTrip(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -165,6 +167,7 @@ func TestAttachmentAndContentRoundTrip(t *testing.T) {
 // Deleting an inbox, a thread or a message deletes its attachments,
 // content and all.
 func TestAttachmentsGoWithTheirMessage(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -200,6 +203,7 @@ func TestAttachmentsGoWithTheirMessage(t *testing.T) {
 // Ids come from URLs, where any byte can be written; PostgreSQL refuses
 // text that is not UTF-8. Such an id names nothing, on both databases.
 func TestIdsThatAreNotUTF8AreNotFound(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		for _, id := range []string{"\xff", "a\x80b", "\xed\xa0\x80"} {
@@ -233,33 +237,39 @@ func liveHeap() int64 {
 // on PostgreSQL pgx would keep the encoded content on the connection that
 // wrote it, and its read buffer on the one that read it, for as long as
 // they idle in the pool.
+//
+// Not parallel (nor its subtests): it measures the process's live heap.
 func TestAttachmentContentIsNotHeldByIdleConnections(t *testing.T) {
-	forEachDriver(t, func(t *testing.T, s *Store) {
-		ctx := context.Background()
-		in := mustCreateInbox(t, s, "a@example.com")
-		const size = 16 << 20
-		base := liveHeap()
-		var id string
-		func() {
-			m := &Message{InboxID: in.ID, MessageIDHeader: "<x@example.com>", CreatedAt: t0}
-			th := &Thread{InboxID: in.ID, Subject: "s", ParticipantHash: "h"}
-			atts := []Attachment{attachmentRow("big.bin", make([]byte, size))}
-			if err := s.CreateMessage(ctx, m, atts, th, nil); err != nil {
-				t.Fatal(err)
-			}
-			id = atts[0].ID
-		}()
-		if grown := liveHeap() - base; grown > size/4 {
-			t.Errorf("after writing a %d MiB attachment the live heap grew by %d MiB, want it given back", size>>20, grown>>20)
+	for _, driver := range []string{DriverPostgres, DriverSQLite} {
+		t.Run(driver, func(t *testing.T) { attachmentContentNotHeld(t, migratedStore(t, driver)) })
+	}
+}
+
+func attachmentContentNotHeld(t *testing.T, s *Store) {
+	ctx := context.Background()
+	in := mustCreateInbox(t, s, "a@example.com")
+	const size = 16 << 20
+	base := liveHeap()
+	var id string
+	func() {
+		m := &Message{InboxID: in.ID, MessageIDHeader: "<x@example.com>", CreatedAt: t0}
+		th := &Thread{InboxID: in.ID, Subject: "s", ParticipantHash: "h"}
+		atts := []Attachment{attachmentRow("big.bin", make([]byte, size))}
+		if err := s.CreateMessage(ctx, m, atts, th, nil); err != nil {
+			t.Fatal(err)
 		}
-		func() {
-			content, err := s.AttachmentContent(ctx, id)
-			if err != nil || len(content) != size {
-				t.Fatalf("AttachmentContent: %d bytes, %v", len(content), err)
-			}
-		}()
-		if grown := liveHeap() - base; grown > size/4 {
-			t.Errorf("after reading a %d MiB attachment the live heap grew by %d MiB, want it given back", size>>20, grown>>20)
+		id = atts[0].ID
+	}()
+	if grown := liveHeap() - base; grown > size/4 {
+		t.Errorf("after writing a %d MiB attachment the live heap grew by %d MiB, want it given back", size>>20, grown>>20)
+	}
+	func() {
+		content, err := s.AttachmentContent(ctx, id)
+		if err != nil || len(content) != size {
+			t.Fatalf("AttachmentContent: %d bytes, %v", len(content), err)
 		}
-	})
+	}()
+	if grown := liveHeap() - base; grown > size/4 {
+		t.Errorf("after reading a %d MiB attachment the live heap grew by %d MiB, want it given back", size>>20, grown>>20)
+	}
 }

@@ -64,6 +64,7 @@ func mustHoldVersion(t *testing.T, s *Store, in *Inbox) *Message {
 // as before. The same for each of the three ways a dead server's sends
 // are resolved.
 func TestRecoveryGivesBackWhatNeverWentOut(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(time.Minute) // after every deadline
 	resolvers := []struct {
 		name    string
@@ -158,6 +159,7 @@ func TestRecoveryGivesBackWhatNeverWentOut(t *testing.T) {
 // TestRecoverSendsKeepsToItsScope: recovering one message's send touches
 // no other, nor a send whose deadline is not yet before before.
 func TestRecoverSendsKeepsToItsScope(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")

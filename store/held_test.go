@@ -41,6 +41,7 @@ func mustHold(t *testing.T, s *Store, in *Inbox, status string, at time.Time) *M
 // A job that fails undoes the message: the two are stored together or not
 // at all.
 func TestCreateHeldMessageIsOneTransaction(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "held@example.com")
@@ -61,6 +62,7 @@ func TestCreateHeldMessageIsOneTransaction(t *testing.T) {
 // Of a dispatch's claim and a cancel racing on one held message, exactly
 // one wins; the loser gets ErrNotHeld.
 func TestClaimAndCancelExactlyOneWins(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "race@example.com")
@@ -107,6 +109,7 @@ func TestClaimAndCancelExactlyOneWins(t *testing.T) {
 // The lane is an inbox's queued messages in the order they became due; the
 // other transitions keep to held messages.
 func TestLaneOrderAndHeldTransitions(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "lane@example.com")
@@ -163,6 +166,7 @@ func equalStrings(a, b []string) bool {
 // DueMessage reads the message as Message does, and says whether its own
 // inbox has queued mail.
 func TestDueMessageSaysWhetherItsLaneIsBusy(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in, other := mustCreateInbox(t, s, "due@example.com"), mustCreateInbox(t, s, "other@example.com")
@@ -194,6 +198,7 @@ func TestDueMessageSaysWhetherItsLaneIsBusy(t *testing.T) {
 // FinishHeld records a dispatched message's outcome and settles its slot:
 // sent (slot counted), or put back queued (slot removed, next attempt set).
 func TestFinishHeld(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "finish@example.com")
@@ -251,6 +256,7 @@ func TestFinishHeld(t *testing.T) {
 // queueing and the failing of the message as it was (issue 26: a PATCH
 // answered 200, and the message went out at its old time).
 func TestHeldChangesKeepToTheVersionRead(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "version@example.com")
@@ -293,6 +299,7 @@ func TestHeldChangesKeepToTheVersionRead(t *testing.T) {
 
 // EndLane runs its job only when the inbox has no queued mail.
 func TestEndLaneOnlyWhenEmpty(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "end@example.com")

@@ -13,6 +13,7 @@ import (
 // it collided with was gone by the time it looked (issue 15, item 8: the
 // store's not-found reached clients as 404 on POST /v1/messages).
 func TestClaimIdempotencyKeyRacingRelease(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		var (

@@ -12,6 +12,7 @@ import (
 // names no row, on either database: PostgreSQL refused to compare one with
 // a text column (a 500), where SQLite found nothing (a 404).
 func TestKeysThatAreNotTextFindNothing(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		for _, id := range []string{"\xff", "a\x00b", "\xed\xa0\x80", "\xc0\x80"} {

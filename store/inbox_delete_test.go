@@ -18,6 +18,7 @@ import (
 // row all the while, and a send's outcome is recorded meanwhile. The
 // deletion's clock is a fake one, which the test moves.
 func TestDeleteInboxWaitsForLiveSends(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -65,6 +66,7 @@ func TestDeleteInboxWaitsForLiveSends(t *testing.T) {
 // TestClaimHeldAfterItsInboxIsGone: a held message whose inbox was
 // deleted is not claimed (ErrNotFound), and leaves no slot.
 func TestClaimHeldAfterItsInboxIsGone(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -99,11 +101,9 @@ func TestClaimHeldAfterItsInboxIsGone(t *testing.T) {
 // connection, so a deletion's transaction is never interleaved with a
 // send's write.
 func TestSendsWaitForADeletionUnderWay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s := openStore(t, DriverPostgres)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedStore(t, DriverPostgres)
 	slot := func(in *Inbox) *SendSlot {
 		return &SendSlot{Scope: in.EmailAddress, ReservedAt: t0, Deadline: t0.Add(time.Minute)}
 	}

@@ -13,6 +13,7 @@ import (
 )
 
 func TestCreateInboxThenDuplicateConflicts(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "sales@example.com")
@@ -39,6 +40,7 @@ func TestCreateInboxThenDuplicateConflicts(t *testing.T) {
 }
 
 func TestUnknownInboxIsNotFound(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		mustCreateInbox(t, s, "a@example.com")
 		for _, id := range []string{"nonexistent-inbox-id", uuid.NewString(), "", "'; DROP TABLE inboxes; --", "日本"} {
@@ -55,6 +57,7 @@ func TestUnknownInboxIsNotFound(t *testing.T) {
 }
 
 func TestInboxesOrderedByAddressAndPaged(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		for _, addr := range []string{"carol@example.com", "alice@example.com", "bob@example.com"} {
 			mustCreateInbox(t, s, addr)
@@ -90,6 +93,7 @@ func TestInboxesOrderedByAddressAndPaged(t *testing.T) {
 }
 
 func TestDeleteInboxCascades(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		gone := mustCreateInbox(t, s, "gone@example.com")
@@ -127,6 +131,7 @@ func TestDeleteInboxCascades(t *testing.T) {
 }
 
 func TestTimesComeBackUTCToTheMicrosecond(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		// Nanoseconds, a zone far from UTC, and a monotonic reading: all must
@@ -177,6 +182,7 @@ func TestTimesComeBackUTCToTheMicrosecond(t *testing.T) {
 }
 
 func TestInboxCacheNeverOutlivesDelete(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "cached@example.com")
@@ -195,6 +201,7 @@ func TestInboxCacheNeverOutlivesDelete(t *testing.T) {
 }
 
 func TestInboxCacheIgnoresReadsThatRacedADelete(t *testing.T) {
+	t.Parallel()
 	var c inboxCache
 	_, gen, _ := c.get("a")    // a reader misses and goes to the database...
 	c.evict("a")               // ...while the inbox is deleted...

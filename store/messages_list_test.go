@@ -8,6 +8,7 @@ import (
 )
 
 func TestMessagesFilters(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := mustCreateInbox(t, s, "alerts@example.com")

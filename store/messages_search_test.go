@@ -18,6 +18,7 @@ import (
 // with quotes, operators and non-ASCII text taken literally, and that it
 // follows updates and the deletes that cascade from an inbox.
 func TestSearchIndexIsSubstringSearch(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		a := mustCreateInbox(t, s, "alerts@example.com")
@@ -103,6 +104,7 @@ func TestSearchIndexIsSubstringSearch(t *testing.T) {
 // TestSearchUsesIndex fails when a query of three characters or more would
 // read every body: the plan must go through the full-text index.
 func TestSearchUsesIndex(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		stmt := s.db.Session(&gorm.Session{DryRun: true}).Model(&Message{})
 		stmt = s.searchCondition(stmt, "invoice", false).Find(&[]Message{})
@@ -159,6 +161,7 @@ func TestSearchUsesIndex(t *testing.T) {
 // already running is the drivers' part: pgx sends a cancel request, the
 // SQLite driver calls sqlite3_interrupt.
 func TestSearchStopsWithItsContext(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		in := mustCreateInbox(t, s, "a@example.com")
 		for i := range 3 {
@@ -185,11 +188,9 @@ func TestSearchStopsWithItsContext(t *testing.T) {
 // without an INTEGER PRIMARY KEY. This SQLite keeps them (it copies rows
 // with their rowids); the test catches an upgrade that does not.
 func TestSearchIndexSurvivesVacuum(t *testing.T) {
-	s := openStore(t, DriverSQLite)
+	t.Parallel()
+	s := migratedStore(t, DriverSQLite)
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	in := mustCreateInbox(t, s, "a@example.com")
 	var ms []*Message
 	for i := range 12 {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestCreateMessageNewThreadThenReply(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -52,6 +53,7 @@ func TestCreateMessageNewThreadThenReply(t *testing.T) {
 }
 
 func TestCreateMessageIsOneTransaction(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -78,6 +80,7 @@ func TestCreateMessageIsOneTransaction(t *testing.T) {
 }
 
 func TestMessageColumnsRoundTrip(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -127,6 +130,7 @@ func TestMessageColumnsRoundTrip(t *testing.T) {
 }
 
 func TestUpdateMessageOutcome(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -181,6 +185,7 @@ func fmtOutcome(o Outcome) string {
 }
 
 func TestThreadMessagesAndLastMessage(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -210,6 +215,7 @@ func TestThreadMessagesAndLastMessage(t *testing.T) {
 }
 
 func TestConcurrentCreateMessage(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")

@@ -7,6 +7,7 @@ import (
 )
 
 func TestResolveExpiredSends(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")

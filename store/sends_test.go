@@ -51,6 +51,7 @@ func counted(t *testing.T, s *Store, since time.Time) string {
 // outcome's time, a failed one leaves no slot, one in flight is not counted
 // yet, and a counted one older than since is not returned.
 func TestSendLogOutcomes(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		in := mustCreateInbox(t, s, "a@example.com")
 		at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
@@ -74,6 +75,7 @@ func TestSendLogOutcomes(t *testing.T) {
 // TestSendLogSurvivesInboxDeletion is hole 1: deleting an inbox deletes its
 // messages, and used to make a restarted throttle forget their sends.
 func TestSendLogSurvivesInboxDeletion(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -103,6 +105,7 @@ func TestSendLogSurvivesInboxDeletion(t *testing.T) {
 // counts from its deadline (when it could still have gone out), or from the
 // restart if that came first; and it keeps counting after a second restart.
 func TestResolveInterrupted(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -138,6 +141,7 @@ func TestResolveInterrupted(t *testing.T) {
 }
 
 func TestPruneSendLog(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		in := mustCreateInbox(t, s, "a@example.com")
@@ -163,6 +167,7 @@ func TestPruneSendLog(t *testing.T) {
 // each with its inbox's scope: what a lost shared throttle state is
 // rebuilt with.
 func TestPendingSends(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		in := mustCreateInbox(t, s, "p@example.com")
 		sendWithSlot(t, s, in, 0, time.Minute)                   // in flight until t0+1m

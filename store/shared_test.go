@@ -10,13 +10,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/nornweave/nornweave/internal/testkit/clocktest"
-	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // With the database shared, an inbox another server (another Store)
 // changes or deletes is seen at once, on the very next read: no copy is
 // kept in memory.
 func TestShareDatabaseSeesOtherWriters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b := twoServers(t)
 	in := mustCreateInbox(t, a, "a@example.com")
@@ -46,6 +46,7 @@ func TestShareDatabaseSeesOtherWriters(t *testing.T) {
 // Both ways a send is written: one statement (no attachments, a new thread
 // or a reply) and a transaction (attachments).
 func TestSendJudgedByAStaleCopyIsNotRecorded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b := twoServers(t)
 	in := mustCreateInbox(t, a, "a@example.com")
@@ -127,11 +128,11 @@ func TestSendJudgedByAStaleCopyIsNotRecorded(t *testing.T) {
 }
 
 // twoServers opens two Stores on one new PostgreSQL database, as two
-// servers do: a migrates it, b shares it.
+// servers do: a migrates it (finding it current), b shares it.
 func twoServers(t *testing.T) (a, b *Store) {
-	dsn := testdb.PostgresURL(t)
+	dsn := migratedDSN(t, DriverPostgres)
 	open := func() *Store {
-		s, err := Open(context.Background(), Options{Driver: DriverPostgres, DSN: dsn})
+		s, err := Open(context.Background(), Options{Driver: DriverPostgres, DSN: dsn, MaxOpenConns: testPoolSize})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,16 +24,13 @@ import (
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // forEachDriver runs f once on a migrated PostgreSQL database and once on a
-// migrated SQLite one, each new and empty.
+// migrated SQLite one, each new and empty, in parallel.
 func forEachDriver(t *testing.T, f func(t *testing.T, s *Store)) {
 	t.Helper()
 	for _, driver := range []string{DriverPostgres, DriverSQLite} {
 		t.Run(driver, func(t *testing.T) {
-			s := openStore(t, driver)
-			if err := s.Migrate(context.Background()); err != nil {
-				t.Fatalf("Migrate: %v", err)
-			}
-			f(t, s)
+			t.Parallel()
+			f(t, migratedStore(t, driver))
 		})
 	}
 }
@@ -45,15 +42,57 @@ func openStore(t *testing.T, driver string) *Store {
 	if driver == DriverPostgres {
 		o.DSN = testdb.PostgresURL(t)
 	}
+	return openWith(t, o)
+}
+
+// migratedStore opens a new database of the given driver with the
+// current schema, copied from a template migrated once per test binary
+// (a PostgreSQL template is kept between runs; see testdb).
+func migratedStore(t *testing.T, driver string) *Store {
+	t.Helper()
+	return openWith(t, Options{Driver: driver, DSN: migratedDSN(t, driver)})
+}
+
+// migratedDSN is the DSN of a new database of the given driver with the
+// current schema.
+func migratedDSN(t *testing.T, driver string) string {
+	t.Helper()
+	key := "store_" + testdb.SchemaKey(t)
+	migrate := func(ctx context.Context, dsn string) error {
+		s, err := Open(ctx, Options{Driver: driver, DSN: dsn, MaxOpenConns: testPoolSize})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return s.Migrate(ctx)
+	}
+	if driver == DriverPostgres {
+		return testdb.PostgresMigratedURL(t, key, migrate)
+	}
+	return testdb.SQLiteMigratedPath(t, key, migrate)
+}
+
+// testPoolSize is the PostgreSQL pool of a test's Store: four connections
+// still race every write the concurrency tests race, and a package of
+// tests in parallel stays within its share of the server's connections.
+const testPoolSize = 4
+
+// openWith opens a Store with o, closed when the test ends.
+func openWith(t *testing.T, o Options) *Store {
+	t.Helper()
+	if o.MaxOpenConns == 0 {
+		o.MaxOpenConns = testPoolSize
+	}
 	s, err := Open(context.Background(), o)
 	if err != nil {
-		t.Fatalf("Open(%s): %v", driver, err)
+		t.Fatalf("Open(%s): %v", o.Driver, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 func TestOpenRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		o    Options
@@ -78,11 +117,13 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 }
 
 func TestOpenSQLiteCreatesDirectoryAndMemoryWorks(t *testing.T) {
+	t.Parallel()
 	for _, dsn := range []string{
 		filepath.Join(t.TempDir(), "a", "b", "what?#%.db"),
 		":memory:",
 	} {
 		t.Run(dsn, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			s, err := Open(ctx, Options{Driver: DriverSQLite, DSN: dsn})
 			if err != nil {
@@ -104,8 +145,10 @@ func TestOpenSQLiteCreatesDirectoryAndMemoryWorks(t *testing.T) {
 }
 
 func TestReadyNeedsCurrentSchemaAndCloseTwice(t *testing.T) {
+	t.Parallel()
 	for _, driver := range []string{DriverPostgres, DriverSQLite} {
 		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			s := openStore(t, driver)
 			if got := s.Driver(); got != driver {
@@ -137,6 +180,7 @@ func TestReadyNeedsCurrentSchemaAndCloseTwice(t *testing.T) {
 // TestSchemaMatchesModels checks that the migrations and the gorm models
 // agree on every table and column name, in both directions.
 func TestSchemaMatchesModels(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		for _, model := range []any{&Inbox{}, &Thread{}, &Message{}, &Attachment{}} {
 			sch, err := schema.Parse(model, &sync.Map{}, s.db.NamingStrategy)
@@ -167,6 +211,7 @@ func TestSchemaMatchesModels(t *testing.T) {
 }
 
 func TestSlowQueriesLoggedWithoutArguments(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	l := newGormLogger(slog.New(slog.NewTextHandler(&buf, nil)), slowQuery)
 	fc := func() (string, int64) { return "SELECT * FROM messages WHERE id = $1", 1 }
@@ -244,6 +289,7 @@ func countRows(t *testing.T, s *Store, query string, args ...any) int64 {
 // not as SQLite's "out of memory (14)". Tests run as root here, so the
 // unwritable places are a directory and a path under a regular file.
 func TestOpenSQLiteNamesUnwritablePath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {

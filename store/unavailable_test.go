@@ -14,11 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
-
-	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 func TestLostConnection(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		err  error
 		lost bool
@@ -52,16 +51,10 @@ func TestLostConnection(t *testing.T) {
 // before anything is written on it and the call runs on a new one; while
 // the database refuses connections, calls fail with ErrUnavailable.
 func TestTerminatedConnectionsAreReplaced(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	s, err := Open(context.Background(), Options{Driver: DriverPostgres, DSN: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	t.Parallel()
+	url := migratedDSN(t, DriverPostgres)
+	s := openWith(t, Options{Driver: DriverPostgres, DSN: url})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	admin, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)

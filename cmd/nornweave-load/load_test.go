@@ -36,6 +36,7 @@ func startServerOn(t testing.TB, driver string, perMinute int, smtp *net.TCPAddr
 // the other 40 are refused, and the overshoot check fires only when the
 // limit it is given is below what the sink saw.
 func TestThrottledRunWithSink(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		checkedLimit  int
@@ -47,6 +48,7 @@ func TestThrottledRunWithSink(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -87,6 +89,7 @@ func TestThrottledRunWithSink(t *testing.T) {
 // TestRunFlags drives run itself, flags and all, against an unlimited
 // demo server: the inbox is created by the tool and -requests bounds the run.
 func TestRunFlags(t *testing.T) {
+	t.Parallel()
 	url := startServer(t, 0, nil)
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"-url", url, "-clients", "4", "-requests", "10", "-json"}, &stdout, &stderr)
@@ -104,6 +107,7 @@ func TestRunFlags(t *testing.T) {
 
 // TestRunRejectsBadFlags checks that every run stays bounded and on loopback.
 func TestRunRejectsBadFlags(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -135,6 +139,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 
 // TestSinkCloseTwice checks that Close is idempotent, even before any mail.
 func TestSinkCloseTwice(t *testing.T) {
+	t.Parallel()
 	ln, err := listenSink("auto")
 	if err != nil {
 		t.Fatal(err)

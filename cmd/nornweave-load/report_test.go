@@ -6,6 +6,7 @@ import (
 )
 
 func TestPercentile(t *testing.T) {
+	t.Parallel()
 	ms := func(vs ...int) []time.Duration {
 		out := make([]time.Duration, len(vs))
 		for i, v := range vs {
@@ -46,6 +47,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestMaxInWindow(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(secs ...float64) []time.Time {
 		out := make([]time.Time, len(secs))
@@ -78,6 +80,7 @@ func TestMaxInWindow(t *testing.T) {
 }
 
 func TestBuildReportViolations(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	arrivals := []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)}
 	res := loadResult{tally: newTally(), elapsed: 10 * time.Second}

@@ -7,6 +7,7 @@ import (
 	"testing"
 )
 
+// Not parallel: sets the process's environment.
 func TestChildEnv(t *testing.T) {
 	// A variable in the caller's shell must not reach the server.
 	t.Setenv("GLOBAL_SEND_RATE_LIMIT_PER_HOUR", "1")
@@ -53,6 +54,7 @@ func TestChildEnv(t *testing.T) {
 }
 
 func TestTailWriter(t *testing.T) {
+	t.Parallel()
 	var w tailWriter
 	line := strings.Repeat("x", 99) + "\n"
 	for range 100 {

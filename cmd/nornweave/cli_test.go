@@ -46,6 +46,7 @@ func runIn(t *testing.T, env map[string]string, args ...string) (code int, stdou
 // Every configuration variable has its flag, and the flag's value reaches
 // the variable: each is set on the command line and read back.
 func TestEveryVariableHasItsFlag(t *testing.T) {
+	t.Parallel()
 	for _, v := range config.Vars() {
 		inv, err := parseArgs([]string{"--" + v.Flag() + "=x1"})
 		if err != nil {
@@ -60,6 +61,7 @@ func TestEveryVariableHasItsFlag(t *testing.T) {
 
 // Flags may come before the command, after it, or both.
 func TestParseArgs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		cmd  string
@@ -105,6 +107,7 @@ func usageLacks(usage string, vars []config.Var) []string {
 
 // --help lists every variable's flag, the throttle's (a nested struct of
 // Config) included; and the check fails when a line goes.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestUsageListsEveryVariable(t *testing.T) {
 	code, usage, _ := runIn(t, nil, "help")
 	if code != 0 {
@@ -128,6 +131,7 @@ func TestUsageListsEveryVariable(t *testing.T) {
 
 // A usage error is one line and a hint, not the whole usage; a bad value
 // is a configuration error (exit 1), wherever the flag stands.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestFlagErrors(t *testing.T) {
 	hint := "Run 'nornweave help' for the commands and flags."
 	tests := []struct {
@@ -171,6 +175,7 @@ func TestFlagErrors(t *testing.T) {
 
 // Every configuration problem is reported in one message, flags and
 // environment alike.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestConfigurationErrorsAllAtOnce(t *testing.T) {
 	code, _, stderr := runIn(t, map[string]string{
 		"DB_DRIVER": "postgres", "DATABASE_URL": "mysql://db/x", "HOST": "not a host",
@@ -194,6 +199,7 @@ func TestConfigurationErrorsAllAtOnce(t *testing.T) {
 	}
 }
 
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestMigrateDryRunListsAndAppliesNothing(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var out, errb bytes.Buffer
@@ -238,6 +244,7 @@ func closedPort(t *testing.T) int {
 
 // check prints its own lines on stdout and nothing else: no log line on
 // stderr, no ./data left behind. Flags may come before the command.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestCheckAgainstReachableAndUnreachableSMTP(t *testing.T) {
 	mx := smtptest.Start(t)
 	closed := closedPort(t)
@@ -276,6 +283,7 @@ func TestCheckAgainstReachableAndUnreachableSMTP(t *testing.T) {
 	}
 }
 
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestCheckReportsAConfigurationError(t *testing.T) {
 	code, stdout, stderr := runIn(t, map[string]string{"EMAIL_PROVIDER": "smtp"}, "check", "--port=70000")
 	if code != 1 {
@@ -297,6 +305,7 @@ func TestCheckReportsAConfigurationError(t *testing.T) {
 // A hosted provider's API base is reached (DNS, TCP, and TLS for https)
 // and nothing is sent; each failure names its step. A real provider
 // without EMAIL_DOMAIN is a warning, which does not fail the check.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestCheckReachesTheAPIBase(t *testing.T) {
 	var requests atomic.Int32
 	count := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) })
@@ -346,6 +355,7 @@ func TestCheckReachesTheAPIBase(t *testing.T) {
 }
 
 // check says where SES's credentials come from.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestCheckSaysWhereSESCredentialsComeFrom(t *testing.T) {
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "credentials")
@@ -395,6 +405,7 @@ func (b *lockedBuffer) String() string {
 // serve --port listens on that port (it used to listen on 8000 whatever
 // the flag said); the start-up line names everything an operator checks,
 // never a secret; the last line says what shutdown drained.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestServeStartupAndShutdownLines(t *testing.T) {
 	mx := smtptest.Start(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -477,6 +488,7 @@ func TestServeStartupAndShutdownLines(t *testing.T) {
 	}
 }
 
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestLogFormatText(t *testing.T) {
 	code, _, stderr := runIn(t, map[string]string{"LOG_FORMAT": "text"}, "migrate")
 	if code != 0 || !strings.Contains(stderr, `level=INFO msg="migrations applied"`) {
@@ -484,6 +496,7 @@ func TestLogFormatText(t *testing.T) {
 	}
 }
 
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestHealthcheckCommand(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/health" {
@@ -504,6 +517,7 @@ func TestHealthcheckCommand(t *testing.T) {
 // go-redis logs through a package-level logger that wrote plain lines to
 // stderr; run routes it through slog, so under LOG_FORMAT=json its lines
 // are JSON like every other.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestRedisClientLogsThroughSlog(t *testing.T) {
 	t.Chdir(t.TempDir())
 	t.Setenv("LOG_FORMAT", "json")
@@ -539,6 +553,7 @@ func TestRedisClientLogsThroughSlog(t *testing.T) {
 // server (PID 1) with its environment but not its flags: it reads the
 // server's --host and --port from PID 1's command line.
 func TestHealthcheckReadsTheServersFlags(t *testing.T) {
+	t.Parallel()
 	dir, n := t.TempDir(), 0
 	write := func(args ...string) string {
 		n++
@@ -573,6 +588,7 @@ func TestHealthcheckReadsTheServersFlags(t *testing.T) {
 // check pings a shared throttle backend, next to the database (issue 15,
 // item 9): a Redis that does not answer is a FAIL line, one that does an
 // ok line naming it (never its password).
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestCheckPingsTheThrottleBackend(t *testing.T) {
 	closed := closedPort(t)
 	for _, tt := range []struct {

@@ -16,6 +16,7 @@ import (
 // where the server's configuration is not (ENVIRONMENT=production without
 // API_KEY would stop a server, not this). It fails at once, with what to
 // do, when the server is not there, and writes nothing to stdout.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestMCPCommandFailsFast(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -41,6 +42,7 @@ func TestMCPCommandFailsFast(t *testing.T) {
 // nornweave mcp against the real server: the agent sees the server's
 // tools on stdio, its calls reach the server with the key, and closing
 // stdin ends the command cleanly.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestMCPCommandForwardsToTheServer(t *testing.T) {
 	cfg := apptest.Config(t, "sqlite")
 	cfg.APIKey = "sekret"

@@ -9,6 +9,7 @@ import (
 
 // TestRunRefusesAHostedProviderWithoutCredentials: a server that would
 // fail every send must not start; the error names what to set.
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestRunRefusesAHostedProviderWithoutCredentials(t *testing.T) {
 	tests := []struct {
 		name string

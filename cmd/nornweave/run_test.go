@@ -7,6 +7,7 @@ import (
 	"testing"
 )
 
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestRunCommands(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -47,6 +48,7 @@ func TestRunCommands(t *testing.T) {
 	}
 }
 
+// Not parallel: sets the process's environment or working directory, which run reads.
 func TestRunMigrateOnTheEmbeddedDefault(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer

@@ -17,6 +17,7 @@ import (
 
 // reach makes a TLS handshake with the API base and sends no request.
 func TestReachHandshakesAndSendsNothing(t *testing.T) {
+	t.Parallel()
 	var requests atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
@@ -44,6 +45,7 @@ func noProxy(*http.Request) (*url.URL, error) { return nil, nil }
 
 // Behind HTTPS_PROXY, which the providers honour, the proxy is what is reached.
 func TestReachGoesThroughTheProxy(t *testing.T) {
+	t.Parallel()
 	proxy := httptest.NewServer(http.NotFoundHandler())
 	defer proxy.Close()
 	pu, err := url.Parse(proxy.URL)
@@ -61,6 +63,7 @@ func TestReachGoesThroughTheProxy(t *testing.T) {
 }
 
 func TestAPIBase(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		provider, override, want string
 	}{

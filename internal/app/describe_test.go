@@ -5,6 +5,7 @@ import "testing"
 // Go binds HOST=0.0.0.0 dual-stack and reports "[::]"; the start-up line
 // says what the operator configured, with the port actually bound.
 func TestListenAddr(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ host, bound, want string }{
 		{"0.0.0.0", "[::]:8000", "0.0.0.0:8000"},
 		{"::", "[::]:8000", "[::]:8000"},
@@ -20,6 +21,7 @@ func TestListenAddr(t *testing.T) {
 }
 
 func TestMaskURL(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ in, want string }{
 		{"redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"},
 		{"redis://:hunter2@redis:6379/1", "redis://…@redis:6379/1"},

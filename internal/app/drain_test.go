@@ -13,6 +13,7 @@ import (
 // SIGKILL: a send in flight must never be cut off by the orchestrator
 // (issue 15, item 7).
 func TestComposeGracePeriodCoversTheLongestDrain(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.LoadWith("", nil)
 	if err != nil {
 		t.Fatal(err)

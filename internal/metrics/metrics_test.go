@@ -15,6 +15,7 @@ import (
 )
 
 func TestMetricsCountAndWindowsReadAtScrape(t *testing.T) {
+	t.Parallel()
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	lim := throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: 5, PerHour: 100}, throttle.Limits{})
 	m := New("v1.2.3", throttle.NewMemory(lim, clock), "memory", func() int64 { return 7 })

@@ -5,19 +5,9 @@ package apptest
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,9 +36,9 @@ func Config(tb testing.TB, driver string) config.Config {
 		DatabaseMaxConnections: 4,
 	}
 	if driver == "postgres" {
-		cfg.DatabaseURL = testdb.PostgresMigratedURL(tb, schemaKey(tb), migrate(cfg))
+		cfg.DatabaseURL = testdb.PostgresMigratedURL(tb, testdb.SchemaKey(tb), migrate(cfg))
 	} else {
-		cfg.DatabaseURL = testdb.SQLiteMigratedPath(tb, schemaKey(tb), migrate(cfg))
+		cfg.DatabaseURL = testdb.SQLiteMigratedPath(tb, testdb.SchemaKey(tb), migrate(cfg))
 	}
 	return cfg
 }
@@ -65,63 +55,6 @@ func migrate(cfg config.Config) testdb.Migrate {
 		defer st.Close()
 		return st.Migrate(ctx)
 	}
-}
-
-var (
-	keyOnce sync.Once
-	key     string
-	keyErr  error
-)
-
-// schemaKey names the schema app.New migrates to: a hash of the SQL it
-// applies (the app's migrations and the PostgreSQL throttle's schema, read
-// from the module's source) and of River's version, whose migrations it
-// also applies. A change to any of them makes new template databases.
-func schemaKey(tb testing.TB) string {
-	tb.Helper()
-	keyOnce.Do(func() { key, keyErr = computeSchemaKey() })
-	if keyErr != nil {
-		tb.Fatalf("schema key for the template databases: %v", keyErr)
-	}
-	return key
-}
-
-func computeSchemaKey() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("no source path for apptest")
-	}
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-	h := sha256.New()
-	var paths []string
-	for _, glob := range []string{"migrations/*/*.sql", "skuld/throttle/pgthrottle/*.sql"} {
-		m, err := filepath.Glob(filepath.Join(root, glob))
-		if err != nil {
-			return "", err
-		}
-		paths = append(paths, m...)
-	}
-	if len(paths) == 0 {
-		return "", fmt.Errorf("no migrations found under %s", root)
-	}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(strings.TrimPrefix(p, root)), len(b))
-		h.Write(b)
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "", errors.New("no build information for River's version")
-	}
-	for _, d := range info.Deps {
-		if strings.HasPrefix(d.Path, "github.com/riverqueue/river") {
-			fmt.Fprintf(h, "%s %s\n", d.Path, d.Version)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // Server is the app serving on loopback.

@@ -26,7 +26,7 @@ type Migrate func(ctx context.Context, url string) error
 // test databases cost more than the tests themselves (issue 28). The
 // PostgreSQL template is a database of its own, named by the key, kept
 // between runs and shared by every test binary that asks for the same key;
-// the key names the migrations (see apptest), so a change of them makes
+// the key names the migrations (see SchemaKey), so a change of them makes
 // another template. The SQLite template is a file per test binary.
 
 // templates remembers, per key, the templates this process made sure of.
@@ -44,7 +44,8 @@ const templatePrefix = "nornweave_tpl_"
 // PostgresMigratedURL returns the URL of a new database with the schema
 // migrate makes, cloned (CREATE DATABASE … TEMPLATE) from a template built
 // once for key. Like PostgresURL, it is dropped when the test ends, and the
-// test fails if PostgreSQL does not answer. key must be made of [a-z0-9_].
+// test fails if PostgreSQL does not answer. key must be made of [a-z0-9_]
+// and end with SchemaKey.
 func PostgresMigratedURL(t testing.TB, key string, migrate Migrate) string {
 	t.Helper()
 	base, u := baseURL(t)
@@ -133,6 +134,8 @@ func buildTemplate(ctx context.Context, admin *sql.DB, u *url.URL, name string, 
 	}
 	// Templates of other migrations are left over from earlier checkouts:
 	// drop those nobody is using (a drop that fails leaves one for later).
+	// Templates of the same migrations (another part of the schema: the
+	// store's, the throttle's) end with the same hash and stay.
 	rows, err := conn.QueryContext(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'nornweave\_tpl\_%' AND datname <> $1`, name)
 	if err != nil {
 		return err
@@ -140,7 +143,7 @@ func buildTemplate(ctx context.Context, admin *sql.DB, u *url.URL, name string, 
 	var stale []string
 	for rows.Next() {
 		var s string
-		if rows.Scan(&s) == nil && !strings.HasSuffix(s, "_building") {
+		if rows.Scan(&s) == nil && !strings.HasSuffix(s, "_building") && schemaOf(s) != schemaOf(name) {
 			stale = append(stale, s)
 		}
 	}

@@ -8,9 +8,11 @@
 // in package shared.
 //
 // Time moves only through Backend.Advance, so no test waits for the clock
-// or fails on a slow machine. A shared backend's own clock still runs
-// while a test does (milliseconds); every assertion keeps a margin of a
-// second from a bucket edge.
+// or fails on a slow machine. A backend stamped by its server's clock
+// gives the suite one it moves (PostgreSQL's harness replaces
+// clock_timestamp()); where the server's clock still runs while a test
+// does (Redis's TIME), every assertion keeps a margin of a second from a
+// bucket edge, which a machine that stalls a case for longer breaks.
 package throttletest
 
 import (
@@ -58,7 +60,9 @@ type Backend struct {
 	Shared bool
 }
 
-// Run runs the suite; newBackend is called once per case.
+// Run runs the suite; newBackend is called once per case. The cases run in
+// parallel, each on the state its newBackend gave it, but for one that
+// runs first, alone.
 func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	cases := []struct {
 		name   string
@@ -87,6 +91,10 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Not parallel, AbandonedAdmissionsTakeNothing: it times callers' patience (ms) on the real clock.
+			if c.name != "AbandonedAdmissionsTakeNothing" {
+				t.Parallel()
+			}
 			b := newBackend(t)
 			if c.shared && !b.Shared {
 				t.Skip("the state of this backend does not outlive its throttle: restarts, leases and " +

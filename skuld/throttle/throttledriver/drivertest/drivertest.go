@@ -37,7 +37,8 @@ type Harness struct {
 	Lose map[Part]func(t *testing.T)
 }
 
-// Run runs the suite; newHarness is called once per case.
+// Run runs the suite; newHarness is called once per case. The cases run in
+// parallel, each on the backend its newHarness gave it.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases := []struct {
 		name string
@@ -58,10 +59,14 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			c.run(t, newHarness(t))
 		})
 	}
-	t.Run("PartsLost", func(t *testing.T) { testPartsLost(t, newHarness) })
+	t.Run("PartsLost", func(t *testing.T) {
+		t.Parallel()
+		testPartsLost(t, newHarness)
+	})
 }
 
 var ctx = context.Background()

@@ -38,6 +38,7 @@ func testPartsLost(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	for _, part := range parts {
 		t.Run(string(part), func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t)
 			d := h.Driver
 			present(t, d)
