@@ -97,12 +97,12 @@ func (s *Server) chargeAnswer(ctx context.Context, n int64) error {
 // least one) and says where the next page starts: offset plus what was
 // kept, when the page was cut, was full (limit), or more remain; nil when
 // it is the last. Each item is measured as it encodes, one at a time, so
-// nothing larger than one item is built to find the cut.
+// nothing larger than one item is built to find the cut. Items are
+// measured HTML-escaped, as the SDK writes them (see wireSize).
 func fitPage[T any](items []T, offset, limit int, more bool) ([]T, *int) {
 	var size int64 = pageEnvelope
 	var cw countWriter
 	enc := json.NewEncoder(&cw)
-	enc.SetEscapeHTML(false)
 	kept := len(items)
 	for i := range items {
 		before := cw.n

@@ -3,12 +3,15 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // budgetProbe is a ResponseWriter that notes, at each Write, whether the
@@ -108,6 +111,20 @@ func TestFitPage(t *testing.T) {
 			}
 		})
 	}
+	// On the wire (CallToolResult's json.Marshal) each < > & is six
+	// bytes: the page is cut by that size, not by the unescaped one.
+	angles := make([]string, 20)
+	for i := range angles {
+		angles[i] = strings.Repeat("<&>", 1<<18) // 768 KiB, 4.5 MiB on the wire
+	}
+	got, next := fitPage(angles, 0, 50, false)
+	wire, err := json.Marshal(&sdk.CallToolResult{StructuredContent: got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wire) > maxToolResult+pageEnvelope || len(got) != 1 || next == nil || *next != 1 {
+		t.Errorf("kept %d items of < & >, %d bytes on the wire; want 1, within %d", len(got), len(wire), maxToolResult)
+	}
 	huge := []string{strings.Repeat("a", 10<<20)}
 	if got, _ := fitPage(huge, 0, 50, false); len(got) != 1 {
 		t.Errorf("one item over the cap: kept %d, want it (the result's cap refuses it)", len(got))
@@ -123,6 +140,24 @@ func TestJSONSize(t *testing.T) {
 		}
 		if got, want := jsonSize(s), len(b)-2; got != want {
 			t.Errorf("jsonSize(%q) = %d, want %d (%s)", s, got, want, b)
+		}
+	}
+}
+
+// wireSize is the length json.Marshal (the SDK's encoding of a result)
+// gives what marshalNoEscape wrote: answerFits refuses by it.
+func TestWireSize(t *testing.T) {
+	for _, s := range []string{"", "plain", "<&>", "a<b>c&d", "\u2028\"\\", strings.Repeat("<", 100)} {
+		body, err := marshalNoEscape(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		escaped, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := wireSize(body), len(escaped); got != want {
+			t.Errorf("wireSize(%s) = %d, want %d", body, got, want)
 		}
 	}
 }

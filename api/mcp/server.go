@@ -156,12 +156,22 @@ func (s *Server) toolHandler(t mcpTool) sdk.ToolHandler {
 // fit before they are encoded; this is the bound for the rest) and takes
 // the answer's memory from the in-flight budget until it is written.
 func (s *Server) answerFits(ctx context.Context, body string) error {
-	if len(body) > maxToolResult+pageEnvelope {
+	n := wireSize(body)
+	if n > maxToolResult+pageEnvelope {
 		return api.NewError(http.StatusRequestEntityTooLarge, "result_too_large", fmt.Sprintf(
 			"The result is %d bytes of JSON, more than a tool answers (%d MiB); read it from the REST API",
-			len(body), maxToolResult>>20))
+			n, maxToolResult>>20))
 	}
-	return s.chargeAnswer(ctx, answerCopies*int64(len(body)))
+	return s.chargeAnswer(ctx, answerCopies*int64(n))
+}
+
+// wireSize is the length of body (JSON written without HTML escaping) as
+// the SDK writes it in a result: CallToolResult's MarshalJSON is
+// json.Marshal's, which escapes each <, > and & of the structured content
+// to six bytes. An answer measured without that was up to six times its
+// cap on the wire.
+func wireSize(body string) int {
+	return len(body) + 5*(strings.Count(body, "<")+strings.Count(body, ">")+strings.Count(body, "&"))
 }
 
 // runTool reads the arguments, runs t, and returns its result with the
