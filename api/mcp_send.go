@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-
-	"github.com/nornweave/nornweave/store"
 )
 
 // sendEmailDescription teaches the model the throttle and idempotency.
@@ -69,8 +67,8 @@ type sendWindow struct {
 
 // toolSendEmail is POST /v1/messages as a tool: the arguments are read by
 // the same binder (readSend), idempotency_key is the Idempotency-Key, and
-// the send takes the same path (sendFrom, then send: filter, throttle,
-// idempotency, record).
+// the send takes the same path (Send: idempotency, filter, throttle,
+// record).
 func (a *API) toolSendEmail(ctx context.Context, args object) (sendEmailResult, error) {
 	return a.sendEmail(ctx, args, false)
 }
@@ -128,22 +126,18 @@ func (a *API) sendEmail(ctx context.Context, args object, withFiles bool) (sendE
 		return sendEmailResult{}, err
 	}
 	req.ScheduledAt, req.QueueOnThrottle = at, queue
-	var inbox *store.Inbox
-	ans, err := a.sendFrom(ctx, req, key, hex.EncodeToString(sum[:]), &inbox)
+	ans, err := a.Send(ctx, req, key, hex.EncodeToString(sum[:]))
 	if err != nil {
 		return sendEmailResult{}, err
 	}
 	var res sendResponse
-	if err := json.Unmarshal(ans.body, &res); err != nil {
+	if err := json.Unmarshal(ans.Body, &res); err != nil {
 		return sendEmailResult{}, err
 	}
 	out := sendEmailResult{MessageID: res.ID, ThreadID: res.ThreadID, Status: res.Status, Error: res.Error,
-		ProviderMessageID: res.ProviderMessageID, Replayed: ans.replayed, ScheduledAt: res.ScheduledAt,
+		ProviderMessageID: res.ProviderMessageID, Replayed: ans.Replayed, ScheduledAt: res.ScheduledAt,
 		NextAttemptAt: res.NextAttemptAt}
-	if !ans.read {
-		ans.windows, ans.read = a.readWindows(ctx, inbox)
-	}
-	if tight, _, ok := tightWindow(ans.windows, nil); ans.read && ok {
+	if tight, _, ok := tightWindow(ans.Windows, nil); ans.WindowsRead && ok {
 		out.RateLimit = &sendWindow{Window: tight.Window.String(), Limit: tight.Limit,
 			Remaining: tight.Remaining, ResetSeconds: tight.ResetSeconds}
 	}
