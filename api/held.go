@@ -73,9 +73,9 @@ func (a *API) readScheduledAt(obj object) *time.Time {
 	return &at
 }
 
-// sendStatus is the status code of a send's answer: 202 for a message
+// statusOf is the status code of a send's answer: 202 for a message
 // held (scheduled or queued), 201 for one sent (or failed) at once.
-func sendStatus(m *store.Message) int {
+func statusOf(m *store.Message) int {
 	if store.Held(m.Status) {
 		return http.StatusAccepted
 	}

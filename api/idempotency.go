@@ -62,32 +62,36 @@ func ValidIdempotencyKey(k string) bool {
 	return true
 }
 
-// sendIdempotent runs a send under an Idempotency-Key. The key is claimed
+// onceUnderKey runs a send under an Idempotency-Key. The key is claimed
 // durably before the send (a unique row), so of concurrent requests with one
 // key exactly one sends; the others get 409 while it is in flight and its
 // response afterwards. Only a send that was recorded (201, sent or failed)
 // is remembered (201, or 202 held): a refusal (429, 403, 404) or an error gives the key back,
 // so the client's retry is a new attempt, as a client retrying on 429 needs.
-func (a *API) sendIdempotent(ctx context.Context, key, hash string, req skuld.SendRequest) (sendAnswer, error) {
+// An answer decided here, without the pipeline, names req.Inbox for its
+// windows.
+func (a *API) onceUnderKey(ctx context.Context, req skuld.SendRequest, key, hash string) (SendAnswer, error) {
 	now := a.Clock.Now()
 	claim := &store.IdempotencyKey{Key: key, RequestHash: hash, Owner: a.instance,
 		MessageID: uuid.NewString(), CreatedAt: now}
+	decided := SendAnswer{Inbox: req.Inbox}
 	for range 2 {
 		held, err := a.Store.ClaimIdempotencyKey(ctx, claim, now.Add(-KeyTTL))
 		if err != nil {
-			return sendAnswer{}, err
+			return decided, err
 		}
 		if held == nil {
 			break
 		}
 		switch {
 		case held.RequestHash != hash:
-			return sendAnswer{}, newError(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			return decided, newError(http.StatusUnprocessableEntity, "idempotency_key_reused",
 				"Idempotency-Key was already used with a different request")
 		case held.StatusCode != nil:
-			return sendAnswer{status: *held.StatusCode, body: []byte(deref(held.ResponseBody)), replayed: true}, nil
+			decided.Status, decided.Body, decided.Replayed = *held.StatusCode, []byte(deref(held.ResponseBody)), true
+			return decided, nil
 		case held.Owner == a.instance || now.Sub(held.CreatedAt) < a.KeyLease:
-			return sendAnswer{}, newError(http.StatusConflict, "idempotency_key_in_flight",
+			return decided, newError(http.StatusConflict, "idempotency_key_in_flight",
 				"A request with this Idempotency-Key is still in progress; retry shortly")
 		}
 		// Claimed by a server process that stopped before answering. If
@@ -95,17 +99,15 @@ func (a *API) sendIdempotent(ctx context.Context, key, hash string, req skuld.Se
 		// sent and the key is free again.
 		m, err := a.Store.Message(ctx, held.MessageID)
 		if err == nil {
-			body, err := a.completeKey(ctx, key, sendStatus(m), sendResponseOf(m))
-			if err != nil {
-				return sendAnswer{}, err
-			}
-			return sendAnswer{status: sendStatus(m), body: body, replayed: true}, nil
+			decided.Status, decided.Replayed = statusOf(m), true
+			decided.Body, err = a.completeKey(ctx, key, decided.Status, responseOf(m))
+			return decided, err
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return sendAnswer{}, err
+			return decided, err
 		}
 		if err := a.Store.ReleaseIdempotencyKey(ctx, key, held.Owner); err != nil {
-			return sendAnswer{}, err
+			return decided, err
 		}
 	}
 
@@ -115,16 +117,16 @@ func (a *API) sendIdempotent(ctx context.Context, key, hash string, req skuld.Se
 		if rerr := a.Store.ReleaseIdempotencyKey(context.WithoutCancel(ctx), key, a.instance); rerr != nil {
 			a.logger.ErrorContext(ctx, "release idempotency key", slog.Any("error", rerr))
 		}
-		return sendAnswer{}, err
+		return SendAnswer{Inbox: res.Inbox}, err
 	}
-	ans := sendAnswer{status: sendStatus(res.Message), windows: res.Windows, read: !store.Held(res.Message.Status)}
-	if ans.body, err = a.completeKey(context.WithoutCancel(ctx), key, ans.status, sendResponseOf(res.Message)); err != nil {
+	body, err := a.completeKey(context.WithoutCancel(ctx), key, statusOf(res.Message), responseOf(res.Message))
+	if err != nil {
 		// The message was sent and recorded; the key stays in flight and
 		// resolves to that message at the next start.
 		a.logger.ErrorContext(ctx, "complete idempotency key", slog.String("message_id", res.Message.ID), slog.Any("error", err))
-		ans.body, err = encodeJSON(sendResponseOf(res.Message))
+		body, err = encodeJSON(responseOf(res.Message))
 	}
-	return ans, err
+	return answerOf(res, body), err
 }
 
 // completeKey stores the response to replay for key, with its status

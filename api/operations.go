@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/nornweave/nornweave/skuld"
-	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -32,13 +31,6 @@ func (a *API) DecodeSend(args Args) (skuld.SendRequest, error) {
 	}
 	req.ScheduledAt, req.QueueOnThrottle = at, queue
 	return req, nil
-}
-
-// SendWindows reads the windows that apply to a send from in (nil: the
-// global ones only), for an answer decided without the throttle (a
-// replay, a held message); ok is false when the throttle cannot be asked.
-func (a *API) SendWindows(ctx context.Context, in *store.Inbox) (snap throttle.Snapshot, ok bool) {
-	return a.readWindows(ctx, in)
 }
 
 // BodyLimit is the size of the largest request body the API reads, in

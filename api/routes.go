@@ -31,7 +31,7 @@ func (a *API) routes(e *echo.Echo) {
 
 	v1.GET("/messages", a.listMessages)
 	v1.GET("/messages/:id", a.getMessage)
-	v1.POST("/messages", a.sendMessage)
+	v1.POST("/messages", a.postMessage)
 	v1.PATCH("/messages/:id", a.patchMessage)
 	v1.POST("/messages/:id/cancel", a.cancelMessage)
 

@@ -24,52 +24,58 @@ const maxRecipients = 50
 // maxSubjectLen is RFC 5322's line limit.
 const maxSubjectLen = 998
 
-// sendAnswer is what POST /v1/messages answers for a request that was not
-// refused: the message's response, sent now or replayed for its
-// Idempotency-Key.
-type sendAnswer struct {
-	status   int
-	body     []byte // the JSON response
-	replayed bool
-	// windows is what the rate-limit headers describe; read is false when
-	// the answer was decided without the throttle (a replay).
-	windows throttle.Snapshot
-	read    bool
-}
-
-// SendAnswer is what a send that was not refused answers (see Send).
+// SendAnswer is Send's answer to a send that was not refused: the
+// message's response, sent now or replayed for its Idempotency-Key. With
+// an error, only its Inbox is set.
 type SendAnswer struct {
-	Status   int
-	Body     []byte // the JSON response of POST /v1/messages
-	Replayed bool   // an answer replayed for its idempotency key
-	// Windows are what the answer's rate-limit headers describe;
-	// WindowsRead is false when the answer was decided without the
-	// throttle (a replay, a held message): read them then (SendWindows).
+	Status   int    // 201 sent (or failed), 202 held
+	Body     []byte // the JSON response
+	Replayed bool   // the answer of an earlier request with the same Idempotency-Key
+	// Windows is what the rate-limit headers describe: the windows the
+	// send's admission saw or, for an answer decided without the throttle
+	// (a replay, a held message), the windows as they are. WindowsRead is
+	// false when the throttle could not tell: no headers.
 	Windows     throttle.Snapshot
 	WindowsRead bool
-	// Inbox is the sending inbox, once it was found.
+	// Inbox is the inbox the send was judged by, nil if unknown. Send sets
+	// it with an error too, for the windows of that answer.
 	Inbox *store.Inbox
 }
 
-// Send sends req from its inbox, under the idempotency key key if it has
-// one (hash: the request's, which a reuse of the key must match): what
-// POST /v1/messages and the send_email tool do once they have read their
-// request.
-func (a *API) Send(ctx context.Context, req skuld.SendRequest, key, hash string) (SendAnswer, error) {
-	var inbox *store.Inbox
-	ans, err := a.sendFrom(ctx, req, key, hash, &inbox)
-	return SendAnswer{Status: ans.status, Body: ans.body, Replayed: ans.replayed, Windows: ans.windows,
-		WindowsRead: ans.read, Inbox: inbox}, err
+// postMessage is POST /v1/messages: decode, run the pipeline (Send),
+// answer.
+func (a *API) postMessage(c echo.Context) error {
+	req, key, hash, err := a.decodeSend(c)
+	if err != nil {
+		return a.answerSend(c, SendAnswer{}, err)
+	}
+	ans, err := a.Send(c.Request().Context(), req, key, hash)
+	return a.answerSend(c, ans, err)
 }
 
-// sendMessage is POST /v1/messages. The answer's rate-limit headers are
-// built here, explicitly, before anything is written: from the windows the
-// send's admission saw, from the refusal, or read for an answer decided
-// without the throttle.
-func (a *API) sendMessage(c echo.Context) error {
-	ctx := c.Request().Context()
-	var inbox *store.Inbox // once known, its windows are in the headers
-	ans, err := a.postMessage(c, &inbox)
+// decodeSend reads a send request: its Idempotency-Key, with the hash of
+// the body a reuse of the key must match, and its body.
+func (a *API) decodeSend(c echo.Context) (req skuld.SendRequest, key, hash string, err error) {
+	if key, hash, err = a.readIdempotencyKey(c); err != nil {
+		return req, "", "", err
+	}
+	obj, err := decodeBody(c.Request().Body)
+	if err != nil {
+		return req, "", "", err
+	}
+	at, queue := a.readHold(obj)
+	if req, err = a.readSend(obj); err != nil {
+		return req, "", "", err
+	}
+	req.ScheduledAt, req.QueueOnThrottle = at, queue
+	return req, key, hash, nil
+}
+
+// answerSend writes the answer to POST /v1/messages, ans or err. Its
+// rate-limit headers are set here, explicitly, before anything is
+// written: the windows of ans, those of the refusal, or, for another
+// error, read for the inbox it names (the global windows alone if none).
+func (a *API) answerSend(c echo.Context, ans SendAnswer, err error) error {
 	h := c.Response().Header()
 	var (
 		rl   *throttle.RateLimitedError
@@ -82,92 +88,67 @@ func (a *API) sendMessage(c echo.Context) error {
 	case errors.As(err, &down), errors.Is(err, skuld.ErrShuttingDown):
 		return err // decided without the throttle's windows
 	case err != nil:
-		if snap, ok := a.readWindows(ctx, a.asItIs(ctx, inbox)); ok {
+		if snap, ok := a.readWindows(c.Request().Context(), ans.Inbox); ok {
 			a.setRateLimitHeaders(h, snap, nil)
 		}
 		return err
 	}
-	if !ans.read {
-		ans.windows, ans.read = a.readWindows(ctx, a.asItIs(ctx, inbox))
+	if ans.WindowsRead {
+		a.setRateLimitHeaders(h, ans.Windows, nil)
 	}
-	if ans.read {
-		a.setRateLimitHeaders(h, ans.windows, nil)
-	}
-	if ans.replayed {
+	if ans.Replayed {
 		h.Set("Idempotent-Replayed", "true") // counted by the metrics middleware
 	}
-	return c.JSONBlob(ans.status, ans.body)
+	return c.JSONBlob(ans.Status, ans.Body)
 }
 
-// asItIs is the sending inbox as it is now, for the windows of an answer the
-// send's admission did not decide: the copy the send was given may be out
-// of date on a shared database. Nil (the global windows only) if it is
-// gone or unknown.
-func (a *API) asItIs(ctx context.Context, copy *store.Inbox) *store.Inbox {
-	if copy == nil {
-		return nil
-	}
-	in, err := a.Store.Inbox(ctx, copy.ID)
-	if err != nil {
-		return nil
-	}
-	return in
-}
-
-// postMessage reads, checks and runs one send request; inbox is set once
-// the sending inbox is known.
-func (a *API) postMessage(c echo.Context, inbox **store.Inbox) (sendAnswer, error) {
-	key, hash, err := a.readIdempotencyKey(c)
-	if err != nil {
-		return sendAnswer{}, err
-	}
-	obj, err := decodeBody(c.Request().Body)
-	if err != nil {
-		return sendAnswer{}, err
-	}
-	at, queue := a.readHold(obj)
-	req, err := a.readSend(obj)
-	if err != nil {
-		return sendAnswer{}, err
-	}
-	req.ScheduledAt, req.QueueOnThrottle = at, queue
-	return a.sendFrom(c.Request().Context(), req, key, hash, inbox)
-}
-
-// sendFrom loads the sending inbox (*inbox, once known) and sends req from
-// it: what POST /v1/messages and the send_email tool both do once they have
-// read their request. The inbox is a copy (store.InboxCopy), which the
-// pipeline checks where it decides by it.
-func (a *API) sendFrom(ctx context.Context, req skuld.SendRequest, key, hash string, inbox **store.Inbox) (sendAnswer, error) {
+// Send runs one decoded send request through the pipeline, under its
+// Idempotency-Key if key is not "" (hash is the request's fingerprint for
+// the key): what POST /v1/messages does after decoding, and what MCP's
+// send tools call. The sending inbox is read once, here: a request for an
+// inbox that does not exist is 404 before its key is looked at, a replay's
+// windows are that inbox's, and the pipeline judges by it.
+func (a *API) Send(ctx context.Context, req skuld.SendRequest, key, hash string) (SendAnswer, error) {
 	in, err := a.Store.InboxCopy(ctx, req.InboxID)
-	if *inbox, err = found(in, err, req.InboxID); err != nil {
-		return sendAnswer{}, err
+	if req.Inbox, err = found(in, err, req.InboxID); err != nil {
+		return SendAnswer{}, err
 	}
-	req.Inbox = *inbox
-	return a.send(ctx, req, key, hash)
+	var ans SendAnswer
+	if key != "" {
+		ans, err = a.onceUnderKey(ctx, req, key, hash)
+	} else {
+		ans, err = a.runPipeline(ctx, req)
+	}
+	if err == nil && !ans.WindowsRead {
+		ans.Windows, ans.WindowsRead = a.readWindows(ctx, ans.Inbox)
+	}
+	return ans, err
 }
 
-// send runs a checked request through the pipeline, under its
-// Idempotency-Key if it has one: the one path every send takes.
-func (a *API) send(ctx context.Context, req skuld.SendRequest, key, hash string) (sendAnswer, error) {
-	if key != "" {
-		return a.sendIdempotent(ctx, key, hash, req)
-	}
+// runPipeline runs a checked request through the pipeline
+// (skuld.Sender.Send: admit, deliver) and makes its answer.
+func (a *API) runPipeline(ctx context.Context, req skuld.SendRequest) (SendAnswer, error) {
 	res, err := a.Sender.Send(ctx, req)
 	if err != nil {
-		return sendAnswer{}, err
+		return SendAnswer{Inbox: res.Inbox}, err
 	}
-	body, err := encodeJSON(sendResponseOf(res.Message))
+	body, err := encodeJSON(responseOf(res.Message))
 	if err != nil {
-		return sendAnswer{}, err
+		return SendAnswer{Inbox: res.Inbox}, err
 	}
-	// A held message's answer is not the send's admission: its headers
-	// are read (read false), like a replay's.
-	return sendAnswer{status: sendStatus(res.Message), body: body, windows: res.Windows,
-		read: !store.Held(res.Message.Status)}, nil
+	return answerOf(res, body), nil
 }
 
-func sendResponseOf(m *store.Message) sendResponse {
+// answerOf is the answer to a send the pipeline recorded, with its body. A
+// held message's answer is not the send's admission: its windows are left
+// to be read, like a replay's.
+func answerOf(res skuld.Result, body []byte) SendAnswer {
+	return SendAnswer{Status: statusOf(res.Message), Body: body, Windows: res.Windows,
+		WindowsRead: !store.Held(res.Message.Status), Inbox: res.Inbox}
+}
+
+// responseOf is the JSON response of a send.
+func responseOf(m *store.Message) sendResponse {
 	return sendResponse{ID: m.ID, ThreadID: m.ThreadID, ProviderMessageID: m.ProviderMessageID,
 		Status: m.Status, Error: m.Error, ScheduledAt: optTime(m.ScheduledAt), NextAttemptAt: optTime(m.NextAttemptAt)}
 }

@@ -80,9 +80,16 @@ type SendRequest struct {
 // throttle's windows as the send's admission saw them, with it counted or
 // given back, which its rate-limit headers describe. Windows has no limited
 // window when the throttle could not tell (THROTTLE_FAIL=open).
+//
+// Inbox is the inbox the send was judged by (its From, its windows), so
+// that its caller need not read it again. Send sets it with an error too,
+// once the inbox was loaded (a thread not found, a blocked domain, a
+// refusal, a failure to record), for the windows of that answer; it is nil
+// when the inbox was not found or is gone.
 type Result struct {
 	Message *store.Message
 	Windows throttle.Snapshot
+	Inbox   *store.Inbox
 }
 
 // Renderer turns a Markdown body into HTML, as *render.Renderer does.
@@ -174,60 +181,97 @@ func InboxOverride(in *store.Inbox) throttle.Override {
 	return throttle.Override{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour}
 }
 
-// Send sends one message. Errors are *NotFoundError, *BlockedError,
-// *throttle.RateLimitedError, *throttle.UnavailableError, ErrShuttingDown,
-// the ctx's error (the client went away before the message was recorded:
-// nothing was taken or sent), or a storage failure.
+// Send sends one message: admit, then deliver. Errors are *NotFoundError,
+// *BlockedError, *throttle.RateLimitedError, *throttle.UnavailableError,
+// ErrShuttingDown, the ctx's error (the client went away before the
+// message was recorded: nothing was taken or sent), or a storage failure;
+// Result.Inbox says by which inbox it was judged, with an error too.
 //
 // With req.ScheduledAt, Send is Schedule; with req.QueueOnThrottle, a send
 // the throttle refuses, or one whose inbox has mail queued already, is
 // recorded as queued in its inbox's lane (Result.Message.Status says so).
 func (s *Sender) Send(ctx context.Context, req SendRequest) (Result, error) {
 	if req.ScheduledAt != nil {
-		return s.Schedule(ctx, req, *req.ScheduledAt)
+		// Schedule judges req by req.Inbox when it is given (load).
+		inbox, err := s.loadInbox(ctx, req)
+		if err != nil {
+			return Result{}, err
+		}
+		req.Inbox = inbox
+		res, err := s.Schedule(ctx, req, *req.ScheduledAt)
+		if !inboxGone(err) {
+			res.Inbox = inbox
+		}
+		return res, err
 	}
 	id, ok := s.enter(sizeBound(req))
 	if !ok {
 		return Result{}, ErrShuttingDown
 	}
 	defer s.leave(id)
+	leave, err := s.sending(ctx, req.InboxID)
+	if err != nil {
+		return Result{}, err
+	}
+	defer leave()
+	var adm admission
 	for tries := 1; ; tries++ {
-		res, err := s.send(ctx, req)
+		adm, err = s.admit(ctx, req)
 		if !errors.Is(err, store.ErrInboxChanged) || tries == maxInboxChanges {
-			return res, err
+			break
 		}
 		req.Inbox = nil // judged again by the inbox as it is now
 	}
+	if err != nil || adm.ticket == nil {
+		return adm.Result, err
+	}
+	// Recorded: the send must finish and its outcome be recorded even if
+	// the client disconnects or the server begins to shut down.
+	adm.Windows = s.deliver(context.WithoutCancel(ctx), adm.ticket, adm.end, adm.Message, adm.Inbox, req)
+	return adm.Result, nil
 }
 
 // maxInboxChanges bounds how often one send is judged again because its
 // inbox changed meanwhile (each time, a PATCH on another server).
 const maxInboxChanges = 3
 
-// send is one judgement of Send, by a copy of the inbox that may be out of
-// date on a shared database (store.ErrInboxChanged: nothing was recorded
-// or taken; judge again).
-func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
-	leave, err := s.sending(ctx, req.InboxID)
+// admission is what admit decided for a send: its Result so far, with the
+// inbox it was judged by, and, for a send admitted now and recorded as
+// sending, the throttle's ticket and the end of its lease (mono), which
+// deliver settles. A send held instead (queued) has no ticket: its Result
+// is final.
+type admission struct {
+	Result
+	ticket throttle.Ticket
+	end    time.Duration
+}
+
+// admit judges req by its inbox (req.Inbox, a copy that may be out of
+// date on a shared database, or read here) — the thread it answers, the
+// domain filter, the inbox's lane, the throttle — and records the message
+// as sending with its slot, or holds it as queued. With
+// store.ErrInboxChanged nothing was recorded or taken: judge again.
+func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) {
+	inbox, err := s.loadInbox(ctx, req)
 	if err != nil {
-		return Result{}, err
+		return admission{}, err
 	}
-	defer leave()
-	inbox, thread, parent, err := s.load(ctx, req)
+	adm := admission{Result: Result{Inbox: inbox}}
+	thread, parent, err := s.loadThread(ctx, req, inbox)
 	if err != nil {
-		return Result{}, err
+		return adm, err
 	}
 	if err := s.checkDomains(ctx, req); err != nil {
-		return Result{}, err
+		return adm, err
 	}
 	queue := req.QueueOnThrottle && s.o.Hold != nil
 	if queue {
 		next, busy, err := s.laneBusy(ctx, inbox.ID)
 		if err != nil {
-			return Result{}, err
+			return adm, err
 		}
 		if busy {
-			return s.queue(ctx, req, inbox, thread, parent, next, throttle.Snapshot{})
+			return s.queued(ctx, req, inbox, thread, parent, next, throttle.Snapshot{})
 		}
 	}
 	lease := s.o.Budget.Lease(sizeBound(req))
@@ -238,15 +282,15 @@ func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
 		if errors.As(err, &rl) {
 			// A refusal by a copy is confirmed by the inbox as it is.
 			if _, err := s.current(ctx, inbox); err != nil {
-				return Result{}, err
+				return admission{}, err
 			}
 			s.o.Observer.Refused(rl.Windows())
 			s.refusals.refused(ctx, rl)
 			if queue {
-				return s.queue(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(HeldWait(rl)), rl.Snapshot)
+				return s.queued(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(HeldWait(rl)), rl.Snapshot)
 			}
 		}
-		return Result{}, err
+		return adm, err
 	}
 
 	// Rendering comes after admission, so that a refusal costs none; it
@@ -257,9 +301,9 @@ func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
 	}
 	if err != nil {
 		s.settle(ctx, tk.Release, req.MessageID)
-		return Result{}, err
+		return adm, err
 	}
-	// From here on the send must finish and be recorded even if the client
+	// From here on the send must be recorded even if the client
 	// disconnects or the server begins to shut down.
 	ctx = context.WithoutCancel(ctx)
 	now := s.o.Clock.Now().UTC()
@@ -272,15 +316,26 @@ func (s *Sender) send(ctx context.Context, req SendRequest) (Result, error) {
 		s.settle(ctx, tk.Release, m.ID)
 		switch {
 		case errors.Is(err, store.ErrInboxChanged):
-			return Result{}, err
+			return admission{}, err
 		case errors.Is(err, store.ErrNotFound):
 			// The inbox (and so its threads) was deleted since it was loaded.
-			return Result{}, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
+			return admission{}, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
 		}
-		return Result{}, fmt.Errorf("skuld: record message: %w", err)
+		return adm, fmt.Errorf("skuld: record message: %w", err)
 	}
-	windows := s.deliver(ctx, tk, reserved+lease, m, inbox, req)
-	return Result{Message: m, Windows: windows}, nil
+	adm.Message, adm.ticket, adm.end = m, tk, reserved+lease
+	return adm, nil
+}
+
+// queued is the admission of a send held as queued instead (queue): a
+// final Result, without a ticket.
+func (s *Sender) queued(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message,
+	next time.Time, windows throttle.Snapshot) (admission, error) {
+	res, err := s.queue(ctx, req, inbox, thread, parent, next, windows)
+	if !inboxGone(err) {
+		res.Inbox = inbox
+	}
+	return admission{Result: res}, err
 }
 
 // current is the inbox as it is, for a decision taken by a copy of it that
@@ -323,31 +378,54 @@ func sizeBound(req SendRequest) int {
 
 // load fetches the inbox, the reply thread and the message it answers.
 func (s *Sender) load(ctx context.Context, req SendRequest) (*store.Inbox, *store.Thread, *store.Message, error) {
-	inbox, err := req.Inbox, error(nil)
-	if inbox == nil || inbox.ID != req.InboxID {
-		inbox, err = s.o.Store.InboxCopy(ctx, req.InboxID)
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
-	}
+	inbox, err := s.loadInbox(ctx, req)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	thread, parent, err := s.loadThread(ctx, req, inbox)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return inbox, thread, parent, nil
+}
+
+// loadInbox is the inbox req is judged by: req.Inbox if it is given, else
+// a copy (store.InboxCopy) that the record of the send checks.
+func (s *Sender) loadInbox(ctx context.Context, req SendRequest) (*store.Inbox, error) {
+	if req.Inbox != nil && req.Inbox.ID == req.InboxID {
+		return req.Inbox, nil
+	}
+	inbox, err := s.o.Store.InboxCopy(ctx, req.InboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Kind: "Inbox", ID: req.InboxID}
+	}
+	return inbox, err
+}
+
+// loadThread fetches the thread req answers, if any, and its last
+// message: a *NotFoundError unless it is a thread of inbox.
+func (s *Sender) loadThread(ctx context.Context, req SendRequest, inbox *store.Inbox) (*store.Thread, *store.Message, error) {
 	if req.ReplyToThreadID == "" {
-		return inbox, nil, nil, nil
+		return nil, nil, nil
 	}
 	thread, err := s.o.Store.Thread(ctx, req.ReplyToThreadID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && thread.InboxID != inbox.ID) {
-		return nil, nil, nil, &NotFoundError{Kind: "Thread", ID: req.ReplyToThreadID}
+		return nil, nil, &NotFoundError{Kind: "Thread", ID: req.ReplyToThreadID}
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	parent, err := s.o.Store.LastMessage(ctx, thread.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		return inbox, thread, nil, nil
+		return thread, nil, nil
 	}
-	return inbox, thread, parent, err
+	return thread, parent, err
+}
+
+// inboxGone reports a send refused because its inbox is not found.
+func inboxGone(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf) && nf.Kind == "Inbox"
 }
 
 // checkDomains applies the outbound domain policy to every recipient and to

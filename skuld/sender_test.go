@@ -454,3 +454,73 @@ func TestSendJudgedAgainWhenItsInboxChanged(t *testing.T) {
 		}
 	})
 }
+
+// readCounter counts the pipeline's reads of the inbox.
+type readCounter struct {
+	*memStore
+	reads int
+}
+
+func (s *readCounter) Inbox(ctx context.Context, id string) (*store.Inbox, error) {
+	s.reads++
+	return s.memStore.Inbox(ctx, id)
+}
+
+func (s *readCounter) InboxCopy(ctx context.Context, id string) (*store.Inbox, error) {
+	s.reads++
+	return s.memStore.InboxCopy(ctx, id)
+}
+
+// Result.Inbox is the inbox a send was judged by, with an error decided
+// once it was loaded too, and nil when it is not found; a send given its
+// inbox (SendRequest.Inbox) is judged by that copy without reading it.
+func TestSendNamesTheInboxItJudgedBy(t *testing.T) {
+	policy, err := filter.New("", `evil\.test`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := &store.Inbox{ID: "ib1", EmailAddress: "agent@acme.test", Name: "Agent"}
+	to := address.MustParseList("a@x.test")
+	for _, tt := range []struct {
+		name      string
+		req       SendRequest
+		full      bool // the throttle's window is full
+		wantErr   bool
+		wantInbox bool
+		wantReads int
+	}{
+		{"sent", SendRequest{InboxID: "ib1", To: to, Subject: "s"}, false, false, true, 1},
+		{"sent, inbox given", SendRequest{InboxID: "ib1", Inbox: given, To: to, Subject: "s"}, false, false, true, 0},
+		{"blocked", SendRequest{InboxID: "ib1", Inbox: given, To: address.MustParseList("z@evil.test"), Subject: "s"}, false, true, true, 0},
+		{"unknown thread", SendRequest{InboxID: "ib1", Inbox: given, To: to, Subject: "s", ReplyToThreadID: "t0"}, false, true, true, 0},
+		// A refusal by a copy is confirmed by the inbox as it is.
+		{"rate limited", SendRequest{InboxID: "ib1", Inbox: given, To: to, Subject: "s"}, true, true, true, 1},
+		{"unknown inbox", SendRequest{InboxID: "nope", To: to, Subject: "s"}, false, true, false, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st, p := &readCounter{memStore: newMemStore()}, &fakeProvider{}
+			s, _ := newTestSender(t, st, p, 1, policy)
+			if tt.full {
+				if _, err := s.Send(context.Background(), SendRequest{InboxID: "ib1", To: to, Subject: "s"}); err != nil {
+					t.Fatal(err)
+				}
+				st.reads = 0
+			}
+			res, err := s.Send(context.Background(), tt.req)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Send = %v, want an error: %v", err, tt.wantErr)
+			}
+			switch {
+			case !tt.wantInbox && res.Inbox != nil:
+				t.Errorf("Result.Inbox = %+v, want nil", res.Inbox)
+			case tt.wantInbox && (res.Inbox == nil || res.Inbox.ID != "ib1"):
+				t.Errorf("Result.Inbox = %+v, want ib1", res.Inbox)
+			case tt.wantInbox && tt.req.Inbox != nil && res.Inbox != tt.req.Inbox:
+				t.Errorf("Result.Inbox = %p, want the copy the send was given, %p", res.Inbox, tt.req.Inbox)
+			}
+			if st.reads != tt.wantReads {
+				t.Errorf("the inbox was read %d times, want %d", st.reads, tt.wantReads)
+			}
+		})
+	}
+}

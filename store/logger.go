@@ -17,12 +17,13 @@ const slowQuery = 200 * time.Millisecond
 // not an incident). Statements are logged without their arguments, which
 // hold message bodies and addresses.
 type gormLogger struct {
-	log  *slog.Logger
-	slow time.Duration
+	log   *slog.Logger
+	slow  time.Duration
+	trace func(ctx context.Context, sql string) // Options.Trace
 }
 
-func newGormLogger(log *slog.Logger, slow time.Duration) *gormLogger {
-	return &gormLogger{log: log, slow: slow}
+func newGormLogger(log *slog.Logger, slow time.Duration, trace func(context.Context, string)) *gormLogger {
+	return &gormLogger{log: log, slow: slow, trace: trace}
 }
 
 // LogMode implements gorm's logger.Interface; the level is fixed.
@@ -44,6 +45,10 @@ func (l *gormLogger) Error(ctx context.Context, msg string, args ...any) {
 // Trace implements gorm's logger.Interface.
 func (l *gormLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), _ error) {
 	elapsed := time.Since(begin)
+	if l.trace != nil {
+		sql, _ := fc()
+		l.trace(ctx, sql)
+	}
 	if elapsed < l.slow {
 		return
 	}

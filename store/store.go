@@ -58,6 +58,10 @@ type Options struct {
 	// Schemas are the parts that keep tables of their own in the same
 	// database, migrated by their own code after the app's migrations.
 	Schemas []Schema
+	// Trace, when set, is told every statement the Store runs through
+	// gorm, once it has run, as the slow-query log shows it: for a test
+	// that counts what a request costs the database.
+	Trace func(ctx context.Context, sql string)
 }
 
 // Schema is a part with tables of its own in the store's database (the
@@ -115,7 +119,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("store: connect to %s: %w", o.Driver, err)
 	}
 	db, err := gorm.Open(dialector, &gorm.Config{
-		Logger:  newGormLogger(logger, slowQuery),
+		Logger:  newGormLogger(logger, slowQuery, o.Trace),
 		NowFunc: func() time.Time { return utc(time.Now()) },
 		// Single statements need no transaction; the writes that span
 		// several statements open their own.

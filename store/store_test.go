@@ -213,7 +213,7 @@ func TestSchemaMatchesModels(t *testing.T) {
 func TestSlowQueriesLoggedWithoutArguments(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	l := newGormLogger(slog.New(slog.NewTextHandler(&buf, nil)), slowQuery)
+	l := newGormLogger(slog.New(slog.NewTextHandler(&buf, nil)), slowQuery, nil)
 	fc := func() (string, int64) { return "SELECT * FROM messages WHERE id = $1", 1 }
 
 	l.Trace(context.Background(), time.Now(), fc, nil)

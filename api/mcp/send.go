@@ -149,9 +149,6 @@ func (s *Server) sendEmail(ctx context.Context, args api.Args, withFiles bool) (
 	out := sendEmailResult{MessageID: res.ID, ThreadID: res.ThreadID, Status: res.Status, Error: res.Error,
 		ProviderMessageID: res.ProviderMessageID, Replayed: ans.Replayed, ScheduledAt: res.ScheduledAt,
 		NextAttemptAt: res.NextAttemptAt}
-	if !ans.WindowsRead {
-		ans.Windows, ans.WindowsRead = s.api.SendWindows(ctx, ans.Inbox)
-	}
 	if tight, _, ok := api.TightWindow(ans.Windows, nil); ans.WindowsRead && ok {
 		out.RateLimit = &sendWindow{Window: tight.Window.String(), Limit: tight.Limit,
 			Remaining: tight.Remaining, ResetSeconds: tight.ResetSeconds}
