@@ -17,6 +17,7 @@ import (
 // 20 s was marked failed at 61.7 s). The app runs on a fake clock, which
 // the test moves across the deadline.
 func TestQueuedMessageExpiresOnTime(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		const maxAge = 10 * time.Second

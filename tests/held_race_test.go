@@ -152,6 +152,7 @@ func (rr *raceRound) check(t *testing.T) {
 }
 
 func TestHeldChangeRacingDispatch(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, nil)
@@ -188,6 +189,7 @@ func TestHeldChangeRacingDispatch(t *testing.T) {
 // 200 means it does not go out at its old place in the lane; a 409, that
 // it went out once.
 func TestQueuedChangeRacingLane(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		const n = 7

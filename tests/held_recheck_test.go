@@ -16,6 +16,7 @@ import (
 // within seconds, not minutes: held mail asks the throttle again after at
 // most heldRecheck while the windows hold sends in flight.
 func TestQueuedSendNoticesASlotGivenBack(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })

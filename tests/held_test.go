@@ -37,6 +37,7 @@ func (s *server) status(t *testing.T, id string) string {
 }
 
 func TestScheduledSendGoesOutAtItsTimeAndNeverBefore(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, nil)
@@ -96,6 +97,7 @@ func grepLines(text, pattern string) string {
 }
 
 func TestScheduledAtRules(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.ScheduleMaxAhead = time.Hour })
@@ -123,6 +125,7 @@ func TestScheduledAtRules(t *testing.T) {
 }
 
 func TestCancelAndReschedule(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, nil)
@@ -183,6 +186,7 @@ func TestCancelAndReschedule(t *testing.T) {
 }
 
 func TestCancelRacingDispatch(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, nil)
@@ -263,6 +267,7 @@ func maxInWindow(times []time.Time, d time.Duration) int {
 // past QUEUE_MAX_AGE fails it as expired, never sent. A permanent refusal
 // fails it at once.
 func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRetryMax, c.QueueMaxAge = 0, 3*time.Second })

@@ -20,6 +20,7 @@ const laneWakeBound = time.Second
 // wakes when room appears, not at the pessimistic Retry-After that assumes
 // each of them commits at the end of its lease.
 func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 3 })
@@ -78,6 +79,7 @@ func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
 // any moment, so the lane asks again at least that often, whatever
 // Retry-After says.
 func TestQueuedLaneWakesWhenAFlightFails(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
