@@ -48,6 +48,9 @@ type App struct {
 	api      *api.Server
 	version  string
 	metrics  *metrics.Metrics
+	// retryBase scales River's backoff of held-mail jobs (WithRetryBase;
+	// 0: River's own).
+	retryBase time.Duration
 }
 
 // provider is what the app needs of a provider beyond sending.
@@ -65,6 +68,14 @@ type Option func(*App)
 // advances it across a window instead of waiting (STYLE 25). The job queue
 // of held mail and the HTTP server keep real time.
 func WithClock(c clock.Clock) Option { return func(a *App) { a.clock = c } }
+
+// WithRetryBase scales River's backoff of a held-mail job whose dispatch
+// failed, or that its rescuer took back, from a second to base
+// (hold.ScaledRetry: attempt⁴ × base): an end-to-end test sees the job run
+// again without waiting 1 s, then 16 s (STYLE 25). Zero keeps River's.
+func WithRetryBase(base time.Duration) Option {
+	return func(a *App) { a.retryBase = base }
+}
 
 // New opens the database, applies migrations, restores the throttle from
 // the sends of the last hour, and builds the provider, the send pipeline and
@@ -121,8 +132,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	}
 	// The queue before the restore, which writes the lane job of a held
 	// message it gives back (store.ResolveInterrupted).
-	a.queue, err = hold.New(hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
-		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone})
+	qo := hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
+		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone}
+	if a.retryBase > 0 {
+		qo.RetryPolicy = hold.ScaledRetry{Base: a.retryBase}
+	}
+	a.queue, err = hold.New(qo)
 	if err != nil {
 		a.closeAll()
 		return nil, err

@@ -106,6 +106,11 @@ type Options struct {
 	// lock): at start it runs early the jobs due within the time a dead
 	// run's River leadership may outlive it (see Start).
 	Alone bool
+	// RetryPolicy is when River runs again a job whose dispatch failed
+	// (the database, not the provider), or one its rescuer took back from
+	// a server that died (nil: River's default, attempt⁴ seconds).
+	// ScaledRetry shortens River's schedule for a test.
+	RetryPolicy river.ClientRetryPolicy
 }
 
 // Queue is the River client that dispatches held messages. It implements
@@ -151,6 +156,7 @@ func New(o Options) (*Queue, error) {
 		JobTimeout:           timeout,
 		RescueStuckJobsAfter: timeout,
 		MaxAttempts:          maxAttempts,
+		RetryPolicy:          o.RetryPolicy,
 		PollOnly:             true,
 	}
 	var err error

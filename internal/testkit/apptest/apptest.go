@@ -146,6 +146,9 @@ type Options struct {
 	LogLevel slog.Level
 	// Clock is the app's time (nil: the system clock); see app.WithClock.
 	Clock clock.Clock
+	// RetryBase scales River's backoff of held-mail jobs (0: River's
+	// own, 1 s then 16 s); see app.WithRetryBase.
+	RetryBase time.Duration
 }
 
 // StartWith is Start with o.
@@ -161,6 +164,9 @@ func StartWith(tb testing.TB, cfg config.Config, o Options) *Server {
 	var opts []app.Option
 	if o.Clock != nil {
 		opts = append(opts, app.WithClock(o.Clock))
+	}
+	if o.RetryBase > 0 {
+		opts = append(opts, app.WithRetryBase(o.RetryBase))
 	}
 	a, err := app.New(context.Background(), cfg, logger, "test", opts...)
 	if err != nil {
