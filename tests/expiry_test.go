@@ -25,7 +25,7 @@ func TestQueuedMessageExpiresOnTime(t *testing.T) {
 		cfg := baseConfig(t, driver, mx)
 		cfg.InboxSendRateLimitPerMinute, cfg.QueueMaxAge = 1, maxAge
 		clock := clocktest.New(time.Now().UTC())
-		s := &server{Server: apptest.StartWith(t, cfg, apptest.Options{Clock: clock}), SMTP: mx, cfg: cfg}
+		s := &server{Server: apptest.StartWith(t, cfg, apptest.Options{Clock: clock, RetryBase: heldRetryBase}), SMTP: mx, cfg: cfg}
 		inbox := s.createInbox(t, "slow")
 
 		mustStatus(t, s.queue(t, inbox, "first@example.com"), http.StatusCreated)

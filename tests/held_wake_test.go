@@ -23,7 +23,7 @@ func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 3 })
+		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 3 })
 		inbox := s.createInbox(t, "wake")
 		// Three sends fill the minute window and stay in flight for 20 s:
 		// the relay stores each at once and answers 20 s later.
@@ -82,7 +82,7 @@ func TestQueuedLaneWakesWhenAFlightFails(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
+		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "fail")
 		// The direct send waits in the relay until released, then is
 		// refused for good: its slot is given back.
