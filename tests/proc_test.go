@@ -62,13 +62,16 @@ func nornweaveBinary(t *testing.T) string {
 // driver, sending through smtp to mx, plus extra "KEY=value" settings. The
 // same environment restarts the server on the same database. The database
 // is a clone of a migrated template (apptest.Config's): the server finds
-// its schema current and migrates nothing.
+// its schema current and migrates nothing. Its PostgreSQL pool is as small
+// as apptest's (DATABASE_MAX_CONNECTIONS; a server that does not know the
+// variable ignores it), so that the processes of parallel tests fit in
+// PostgreSQL's connections beside another test run.
 func procEnv(t *testing.T, driver string, mx *smtptest.Server, extra ...string) []string {
 	url := apptest.Config(t, driver).DatabaseURL
 	return append(cleanEnv(), append([]string{"DB_DRIVER=" + driver, "DATABASE_URL=" + url,
 		"EMAIL_PROVIDER=smtp", "EMAIL_DOMAIN=acme.test", "SMTP_HOST=" + mx.Host(),
 		fmt.Sprintf("SMTP_PORT=%d", mx.Port()), "SMTP_USE_TLS=false", "HOST=127.0.0.1",
-		"LOG_LEVEL=info"}, extra...)...)
+		"LOG_LEVEL=info", "DATABASE_MAX_CONNECTIONS=4"}, extra...)...)
 }
 
 // proc is the server running as a child process.
