@@ -22,6 +22,7 @@ import (
 // newcomer would — no configuration at all — sends through it, then stops it
 // with SIGTERM and expects a clean exit.
 func TestBinaryServesAndShutsDownGracefully(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := nornweaveBinary(t) // built once for every test that runs the binary
 	port := freePort(t)

@@ -24,8 +24,10 @@ import (
 //
 // The backends stamp time with their own clocks, so it waits out a real
 // lease, short here (SEND_TIMEOUT=5s), and a real minute: about 75 s, both
-// backends in parallel.
+// backends in parallel. It is the suite's one real-minute test of each
+// shared backend.
 func TestClusterCrashReclaimsAfterLease(t *testing.T) {
+	t.Parallel() // four idle servers, a few connections each: it waits out a real lease and minute beside the others
 	const (
 		limit      = 5
 		held       = 3
@@ -225,6 +227,7 @@ func startRedisServer(t *testing.T, port int, extra ...string) *exec.Cmd {
 // item 6: after a FLUSHDB, 5 more were admitted at a limit of 5, and
 // nothing was logged).
 func TestRedisFlushIsRebuiltFromTheSendRecord(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	startRedisServer(t, port)
 	mx := smtptest.Start(t)

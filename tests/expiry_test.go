@@ -17,6 +17,7 @@ import (
 // 20 s was marked failed at 61.7 s). The app runs on a fake clock, which
 // the test moves across the deadline.
 func TestQueuedMessageExpiresOnTime(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		const maxAge = 10 * time.Second
@@ -24,7 +25,7 @@ func TestQueuedMessageExpiresOnTime(t *testing.T) {
 		cfg := baseConfig(t, driver, mx)
 		cfg.InboxSendRateLimitPerMinute, cfg.QueueMaxAge = 1, maxAge
 		clock := clocktest.New(time.Now().UTC())
-		s := &server{Server: apptest.StartWith(t, cfg, apptest.Options{Clock: clock}), SMTP: mx, cfg: cfg}
+		s := &server{Server: apptest.StartWith(t, cfg, apptest.Options{Clock: clock, RetryBase: heldRetryBase}), SMTP: mx, cfg: cfg}
 		inbox := s.createInbox(t, "slow")
 
 		mustStatus(t, s.queue(t, inbox, "first@example.com"), http.StatusCreated)

@@ -152,9 +152,10 @@ func (rr *raceRound) check(t *testing.T) {
 }
 
 func TestHeldChangeRacingDispatch(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, nil)
+		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "racer")
 		tally := map[string]map[int]int{"reschedule": {}, "cancel": {}}
 		for round := range 2 {
@@ -188,6 +189,7 @@ func TestHeldChangeRacingDispatch(t *testing.T) {
 // 200 means it does not go out at its old place in the lane; a 409, that
 // it went out once.
 func TestQueuedChangeRacingLane(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
 		const n = 7
@@ -196,7 +198,7 @@ func TestQueuedChangeRacingLane(t *testing.T) {
 		// so the SMTP timeout must outlast that, not cut them off (15 s in
 		// the base configuration: they then counted, and the window stayed
 		// full for a minute).
-		s := startDefault(t, driver, func(c *config.Config) {
+		s := startHeld(t, driver, func(c *config.Config) {
 			c.SendRateLimitPerMinute, c.SMTPMaxConnections, c.SMTPTimeout = n, n+1, time.Minute
 		})
 		inbox := s.createInbox(t, "lane")

@@ -16,9 +16,10 @@ import (
 // within seconds, not minutes: held mail asks the throttle again after at
 // most heldRecheck while the windows hold sends in flight.
 func TestQueuedSendNoticesASlotGivenBack(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
+		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "recheck")
 		s.SMTP.Stall(smtptest.AtMail, 2*time.Second)
 		s.SMTP.RejectData(550, [3]int{5, 1, 1}, "no such user")

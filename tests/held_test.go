@@ -13,10 +13,28 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/internal/testkit/apptest"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // Scheduled and queued sends (issue 19): the API's answers and what the
 // SMTP server receives, on both databases.
+
+// heldRetryBase is River's retry base in the held-mail tests: a job whose
+// dispatch failed (a database error, a busy SQLite file under load) runs
+// again 10 ms later, then 160 ms, where River waits 1 s, then 16 s.
+const heldRetryBase = 10 * time.Millisecond
+
+// startHeld is startDefault with heldRetryBase.
+func startHeld(t testing.TB, driver string, change func(*config.Config)) *server {
+	t.Helper()
+	mx := smtptest.Start(t)
+	cfg := baseConfig(t, driver, mx)
+	if change != nil {
+		change(&cfg)
+	}
+	return &server{Server: apptest.StartWith(t, cfg, apptest.Options{RetryBase: heldRetryBase}), SMTP: mx, cfg: cfg}
+}
 
 // sendAt posts a message from inbox scheduled for at.
 func (s *server) sendAt(t testing.TB, inboxID, to string, at time.Time, extra ...any) response {
@@ -37,9 +55,10 @@ func (s *server) status(t *testing.T, id string) string {
 }
 
 func TestScheduledSendGoesOutAtItsTimeAndNeverBefore(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, nil)
+		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "sched")
 		at := time.Now().Add(2 * time.Second)
 		r := s.sendAt(t, inbox, "ann@example.com", at, "labels", []string{"later"}, "metadata", map[string]any{"k": 1})
@@ -96,9 +115,10 @@ func grepLines(text, pattern string) string {
 }
 
 func TestScheduledAtRules(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, func(c *config.Config) { c.ScheduleMaxAhead = time.Hour })
+		s := startHeld(t, driver, func(c *config.Config) { c.ScheduleMaxAhead = time.Hour })
 		inbox := s.createInbox(t, "rules")
 		// Past, or within a second: sent now, 201, as without the field.
 		for _, at := range []time.Time{time.Now().Add(-time.Hour), time.Now().Add(500 * time.Millisecond)} {
@@ -123,9 +143,10 @@ func TestScheduledAtRules(t *testing.T) {
 }
 
 func TestCancelAndReschedule(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, nil)
+		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "cancel")
 		// Canceled just before its time: never sent.
 		r := s.sendAt(t, inbox, "ann@example.com", time.Now().Add(1500*time.Millisecond))
@@ -183,9 +204,10 @@ func TestCancelAndReschedule(t *testing.T) {
 }
 
 func TestCancelRacingDispatch(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, nil)
+		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "race")
 		const n = 8
 		at := time.Now().Add(2 * time.Second)
@@ -263,9 +285,10 @@ func maxInWindow(times []time.Time, d time.Duration) int {
 // past QUEUE_MAX_AGE fails it as expired, never sent. A permanent refusal
 // fails it at once.
 func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, func(c *config.Config) { c.SendRetryMax, c.QueueMaxAge = 0, 3*time.Second })
+		s := startHeld(t, driver, func(c *config.Config) { c.SendRetryMax, c.QueueMaxAge = 0, 3*time.Second })
 		inbox := s.createInbox(t, "defer")
 
 		s.SMTP.RejectDataTimes(1, 451, [3]int{4, 3, 0}, "try again later")

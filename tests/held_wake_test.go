@@ -20,9 +20,10 @@ const laneWakeBound = time.Second
 // wakes when room appears, not at the pessimistic Retry-After that assumes
 // each of them commits at the end of its lease.
 func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 3 })
+		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 3 })
 		inbox := s.createInbox(t, "wake")
 		// Three sends fill the minute window and stay in flight for 20 s:
 		// the relay stores each at once and answers 20 s later.
@@ -78,9 +79,10 @@ func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
 // any moment, so the lane asks again at least that often, whatever
 // Retry-After says.
 func TestQueuedLaneWakesWhenAFlightFails(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		t.Parallel()
-		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
+		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "fail")
 		// The direct send waits in the relay until released, then is
 		// refused for good: its slot is given back.

@@ -19,8 +19,10 @@ func keyedBody(inbox, subject string) map[string]any {
 // one row, one throttle slot; every other answer is a replay of the first
 // response or a 409 while it is in flight.
 func TestIdempotencyKeyConcurrent(t *testing.T) {
+	t.Parallel()
 	const n = 50
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 5 })
 		inbox := s.createInbox(t, "support")
 		body := keyedBody(inbox, "Once")
@@ -96,7 +98,9 @@ func TestIdempotencyKeyConcurrent(t *testing.T) {
 // TestIdempotencyKeyRetryAfterRefusal: a 429 is not remembered, so the
 // client's retry with the same key is a real attempt; and a bad key is 422.
 func TestIdempotencyKeyRetryAfterRefusal(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
@@ -119,7 +123,9 @@ func TestIdempotencyKeyRetryAfterRefusal(t *testing.T) {
 
 // TestIdempotencyKeyReplaysAfterRestart: the key is durable.
 func TestIdempotencyKeyReplaysAfterRestart(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx)
 		p := startProc(t, env)
@@ -145,7 +151,9 @@ func TestIdempotencyKeyReplaysAfterRestart(t *testing.T) {
 // flight. After the restart the key answers with the send as recorded
 // (failed, delivery unknown) instead of sending again or staying 409.
 func TestIdempotencyKeyAfterCrash(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		mx.DelayDataReply(time.Hour)
 		env := procEnv(t, driver, mx)

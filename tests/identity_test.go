@@ -54,6 +54,7 @@ func redisDB(t *testing.T, n int) string {
 func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 	t.Parallel() // mostly waiting: it runs beside TestSIGTERMWaitsForTheLongestLease
 	t.Run("two memory servers on one SQLite file", func(t *testing.T) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, "sqlite", mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=3")
 		first := startProc(t, env)
@@ -67,18 +68,21 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 		}
 	})
 	t.Run("a memory server beside a postgres one", func(t *testing.T) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, "postgres", mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=3")
 		startProc(t, append(env, "THROTTLE_BACKEND=postgres"))
 		startRefused(t, env, "another NornWeave server is using this database", "THROTTLE_BACKEND=postgres")
 	})
 	t.Run("a postgres server beside a memory one", func(t *testing.T) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, "postgres", mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=3")
 		startProc(t, env)
 		startRefused(t, append(env, "THROTTLE_BACKEND=postgres"), "another NornWeave server is using this database")
 	})
 	t.Run("different limits", func(t *testing.T) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=postgres", "INBOX_SEND_RATE_LIMIT_PER_HOUR=7")
 		startProc(t, append(env, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=3"))
@@ -86,6 +90,7 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 			`GLOBAL_SEND_RATE_LIMIT_PER_MINUTE is "5" here, but the servers running on this database use "3"`)
 	})
 	t.Run("different Redis databases", func(t *testing.T) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=redis", "REDIS_KEY_PREFIX="+redistest.Prefix(t),
 			"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=10")
@@ -118,6 +123,7 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 // running servers, which log it; a server started afterwards with the old
 // value is told the new one.
 func TestLimitsSetReachesRunningServers(t *testing.T) {
+	t.Parallel()
 	mx := smtptest.Start(t)
 	env := procEnv(t, "postgres", mx, "THROTTLE_BACKEND=postgres", "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=10")
 	a, b := startProc(t, env), startProc(t, env)

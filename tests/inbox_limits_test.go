@@ -34,7 +34,9 @@ func (s *server) inboxWindow(t *testing.T, inbox, name string) map[string]any {
 // inbox B; the global limit still caps the sum of all inboxes; and a send
 // refused by one window holds nothing in the other.
 func TestInboxLimitIsolatesInboxes(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) {
 			c.SendRateLimitPerMinute, c.InboxSendRateLimitPerMinute = 3, 2
 		})
@@ -76,7 +78,9 @@ func TestInboxLimitIsolatesInboxes(t *testing.T) {
 // TestInboxOverrides: PATCH sets, shows and removes an inbox's own limits,
 // renames, and refuses everything else.
 func TestInboxOverrides(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.InboxSendRateLimitPerMinute, c.InboxSendRateLimitPerHour = 5, 50 })
 		a := s.createInbox(t, "a")
 		if rl := s.do(t, "GET", "/v1/inboxes/"+a, nil).JSON(t)["rate_limit"]; fmt.Sprint(rl) != "map[per_hour:<nil> per_minute:<nil>]" {
@@ -132,8 +136,10 @@ func TestInboxOverrides(t *testing.T) {
 // TestInboxLimitUnderConcurrency: 200 concurrent sends from one inbox with
 // a limit of 10 a minute deliver exactly 10.
 func TestInboxLimitUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	const clients, limit = 200, 10
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.InboxSendRateLimitPerMinute = limit })
 		a := s.createInbox(t, "a")
 		codes := make([]int, clients)
@@ -159,7 +165,9 @@ func TestInboxLimitUnderConcurrency(t *testing.T) {
 
 // TestInboxCountsSurviveRestart: every inbox's count is rebuilt at start-up.
 func TestInboxCountsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx, "INBOX_SEND_RATE_LIMIT_PER_MINUTE=1")
 		p := startProc(t, env)
@@ -188,11 +196,13 @@ func TestInboxCountsSurviveRestart(t *testing.T) {
 // the address's, which is what the provider and the recipients see. On
 // both databases, and with each throttle backend.
 func TestRecreatedInboxKeepsItsQuota(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, driver, backend string }{
 		{"memory sqlite", "sqlite", "memory"}, {"memory postgres", "postgres", "memory"},
 		{"postgres", "postgres", "postgres"}, {"redis", "postgres", "redis"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			s := startDefault(t, c.driver, func(cfg *config.Config) {
 				cfg.InboxSendRateLimitPerMinute, cfg.ThrottleBackend = 4, c.backend
 				cfg.RedisURL, cfg.RedisKeyPrefix = redistest.URL(), redistest.Prefix(t)

@@ -12,6 +12,7 @@ import (
 // byte cap (8 MiB of bodies, at least one message), keeps every key of
 // every item, and paging by offset+count still visits every message once.
 func TestListPagesAreCappedInBytes(t *testing.T) {
+	t.Parallel()
 	// PostgreSQL: it indexes the bodies in its own process, where -race
 	// does not slow it down (SQLite takes seconds per 1 MiB body).
 	s := startDefault(t, "postgres", nil)

@@ -20,6 +20,7 @@ import (
 // connections, the answer is 503 database_unavailable with Retry-After,
 // never 500; and once it is back, requests succeed again.
 func TestBadInputLostDatabaseConnection(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "postgres", nil)
 	inbox := s.createInbox(t, "support")
 	mustStatus(t, s.send(t, inbox, "a@b.test"), http.StatusCreated)

@@ -15,6 +15,7 @@ import (
 // one already serves would have a full quota of its own: it is refused at
 // start-up, and told how to run several.
 func TestSecondMemoryServerRefused(t *testing.T) {
+	t.Parallel()
 	mx := smtptest.Start(t)
 	env := procEnv(t, "postgres", mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=5")
 	first := startProc(t, env)

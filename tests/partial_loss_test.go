@@ -50,6 +50,7 @@ func inboxPerMinute(c *config.Config) { c.InboxSendRateLimitPerMinute = lossLimi
 // send record and logged, not an empty window (issue 27: one DEL of the
 // global hour hash let 739 sends through in an hour with a limit of 600).
 func TestRedisPartialLossKeepsTheLimits(t *testing.T) {
+	// Not parallel: each case's three servers hold up to about 43 PostgreSQL connections.
 	for _, c := range []lossCase{
 		{name: "global minute hash", limits: perMinute, damage: []string{"g:m"}},
 		{name: "global hour hash", limits: perHour, damage: []string{"g:h"}},
@@ -70,6 +71,7 @@ func TestRedisPartialLossKeepsTheLimits(t *testing.T) {
 // TestPostgresPartialLossKeepsTheLimits is the same for THROTTLE_BACKEND=
 // postgres: its rows truncated or deleted by hand mid-burst.
 func TestPostgresPartialLossKeepsTheLimits(t *testing.T) {
+	// Not parallel: each case's three servers hold up to about 43 PostgreSQL connections.
 	for _, c := range []lossCase{
 		{name: "buckets truncated", limits: perMinute, damage: []string{"TRUNCATE pgthrottle_buckets"}},
 		{name: "flights truncated", limits: perMinute, damage: []string{"TRUNCATE pgthrottle_flights"}},

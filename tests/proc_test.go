@@ -12,7 +12,6 @@ import (
 
 	"github.com/nornweave/nornweave/internal/testkit/apptest"
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
-	"github.com/nornweave/nornweave/internal/testkit/testdb"
 )
 
 // The built binary, shared by every test that runs the server as a real
@@ -32,7 +31,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// nornweaveBinary builds the server once per test run.
+// nornweaveBinary builds the server once per test run, with -race when the
+// test binary has it: the same flags reuse the packages compiled for the
+// test binary instead of compiling everything a second time.
 func nornweaveBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -42,7 +43,11 @@ func nornweaveBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "nornweave")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/nornweave").CombinedOutput()
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "../cmd/nornweave")...).CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -55,16 +60,18 @@ func nornweaveBinary(t *testing.T) string {
 
 // procEnv is the environment of a server process on a fresh database of
 // driver, sending through smtp to mx, plus extra "KEY=value" settings. The
-// same environment restarts the server on the same database.
+// same environment restarts the server on the same database. The database
+// is a clone of a migrated template (apptest.Config's): the server finds
+// its schema current and migrates nothing. Its PostgreSQL pool is as small
+// as apptest's (DATABASE_MAX_CONNECTIONS; a server that does not know the
+// variable ignores it), so that the processes of parallel tests fit in
+// PostgreSQL's connections beside another test run.
 func procEnv(t *testing.T, driver string, mx *smtptest.Server, extra ...string) []string {
-	url := testdb.SQLitePath(t)
-	if driver == "postgres" {
-		url = testdb.PostgresURL(t)
-	}
+	url := apptest.Config(t, driver).DatabaseURL
 	return append(cleanEnv(), append([]string{"DB_DRIVER=" + driver, "DATABASE_URL=" + url,
 		"EMAIL_PROVIDER=smtp", "EMAIL_DOMAIN=acme.test", "SMTP_HOST=" + mx.Host(),
 		fmt.Sprintf("SMTP_PORT=%d", mx.Port()), "SMTP_USE_TLS=false", "HOST=127.0.0.1",
-		"LOG_LEVEL=info"}, extra...)...)
+		"LOG_LEVEL=info", "DATABASE_MAX_CONNECTIONS=4"}, extra...)...)
 }
 
 // proc is the server running as a child process.

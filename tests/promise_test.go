@@ -23,7 +23,9 @@ func (s *server) rateLimitWindow(t *testing.T, name string) map[string]any {
 // TestDeletedInboxStillCounts is hole 1: deleting an inbox deleted its
 // messages, and a restart rebuilt the throttle from the messages left.
 func TestDeletedInboxStillCounts(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2")
 		p := startProc(t, env)
@@ -52,6 +54,7 @@ func TestDeletedInboxStillCounts(t *testing.T) {
 func TestKillDuringDataCountsAcrossRestarts(t *testing.T) {
 	t.Parallel() // mostly waiting: it runs beside TestSIGTERMWaitsForTheLongestLease
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		mx := smtptest.Start(t)
 		mx.DelayDataReply(time.Hour)
 		env := procEnv(t, driver, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=1")
@@ -100,7 +103,9 @@ func TestKillDuringDataCountsAcrossRestarts(t *testing.T) {
 // headers described the per-minute window while Retry-After described the
 // per-hour one.
 func TestHeadersAgreeWithRetryAfter(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute, c.SendRateLimitPerHour = 1, 1 })
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
@@ -132,7 +137,9 @@ func TestHeadersAgreeWithRetryAfter(t *testing.T) {
 // answers after the client's deadline. The row says delivery is unknown,
 // the send is not retried, and it counts against the throttle.
 func TestUnknownOutcomeCounts(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) {
 			c.SendRateLimitPerMinute, c.SMTPTimeout = 1, 500*time.Millisecond
 		})
@@ -157,7 +164,9 @@ func TestUnknownOutcomeCounts(t *testing.T) {
 // TestTemporaryFailuresAreRetried: 451 twice then 250 is one email, sent,
 // one slot; 550 is not retried, failed, and the slot comes back.
 func TestTemporaryFailuresAreRetried(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 2 })
 		inbox := s.createInbox(t, "support")
 
@@ -197,6 +206,7 @@ func TestTemporaryFailuresAreRetried(t *testing.T) {
 // remaining or reset (issue 20, item 8: used read null here and a number
 // in the metrics).
 func TestUnlimitedWindowShowsItsCounts(t *testing.T) {
+	t.Parallel()
 	s := startDefault(t, "sqlite", func(cfg *config.Config) { cfg.SendRateLimitPerMinute = 10 }) // the hour unlimited
 	inbox := s.createInbox(t, "support")
 	mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)

@@ -52,8 +52,10 @@ func openMigrated(t *testing.T, driver string) *store.Store {
 // relay received it; no 60 s or 3600 s interval may hold more than the
 // limit.
 func TestThrottleModelWithCrashes(t *testing.T) {
+	t.Parallel()
 	const perMinute, perHour, lease = 6, 40, 40 * time.Second
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		ctx := context.Background()
 		st := openMigrated(t, driver)
 		in := &store.Inbox{EmailAddress: "model@acme.test", Name: "Model"}
@@ -187,7 +189,9 @@ func (panicky) Send(context.Context, providers.Message) (string, error) {
 // reservation (in flight until restart) and left the row sending. Now the
 // send is an unknown outcome: recorded failed, counted, nothing in flight.
 func TestProviderPanicIsSettled(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		st := openMigrated(t, driver)
 		lim := throttle.NewMemory(throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: 1}, throttle.Limits{}), clock.NewSystem())
 		sender := skuld.NewSender(skuld.Options{Store: st, Provider: panicky{}, Throttle: lim})

@@ -16,7 +16,9 @@ import (
 )
 
 func TestThrottleRefusesTheSixth(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 5 })
 		inbox := s.createInbox(t, "support")
 		for i := 0; i < 5; i++ {
@@ -63,8 +65,10 @@ func TestThrottleRefusesTheSixth(t *testing.T) {
 }
 
 func TestThrottleUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	const clients, limit = 200, 20
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = limit })
 		inbox := s.createInbox(t, "support")
 
@@ -108,7 +112,9 @@ func TestThrottleUnderConcurrency(t *testing.T) {
 }
 
 func TestThrottleSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 2 })
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
@@ -130,7 +136,9 @@ func TestThrottleSurvivesRestart(t *testing.T) {
 // throttle, and it is marked failed with a reason instead of staying
 // "sending" for ever.
 func TestCrashMidSendCountsAndIsResolved(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
+		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "support")
 		s.Stop()
