@@ -19,7 +19,6 @@ import (
 func TestQueuedMessageExpiresOnTime(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		const maxAge = 10 * time.Second
 		mx := smtptest.Start(t)
 		cfg := baseConfig(t, driver, mx)

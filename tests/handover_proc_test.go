@@ -20,7 +20,6 @@ import (
 func TestWaitingSendNotSentAfterKill(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx, "SMTP_MAX_CONNECTIONS=1", "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=10")
 		p := startProc(t, env)

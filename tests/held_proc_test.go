@@ -39,7 +39,6 @@ import (
 func TestQueuedSendsAcrossKill(t *testing.T) {
 	t.Parallel() // waits on windows and processes: beside the other waiting tests
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx, shortLeaseEnv()...)
 		p := startProc(t, env)
@@ -238,7 +237,6 @@ func TestClusterDispatchesScheduledOnce(t *testing.T) {
 func TestHeldSendsDrainOnSIGTERM(t *testing.T) {
 	t.Parallel() // waits on windows and processes: beside the other waiting tests
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx)
 		p := startProc(t, env)
@@ -282,7 +280,6 @@ func TestHeldSendsDrainOnSIGTERM(t *testing.T) {
 func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx)
 		p := startProc(t, env)
@@ -356,7 +353,6 @@ func openBeside(t testing.TB, driver, dsn string) *sql.DB {
 func TestScheduledSendOnTimeAfterKill(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx)
 		p := startProc(t, env)

@@ -154,7 +154,6 @@ func (rr *raceRound) check(t *testing.T) {
 func TestHeldChangeRacingDispatch(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "racer")
 		tally := map[string]map[int]int{"reschedule": {}, "cancel": {}}
@@ -191,7 +190,6 @@ func TestHeldChangeRacingDispatch(t *testing.T) {
 func TestQueuedChangeRacingLane(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		const n = 7
 		// The direct sends stay at the relay while the queued ones are
 		// accepted (2 MB each: about 2.3 s apiece under -race on SQLite),

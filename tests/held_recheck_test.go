@@ -18,7 +18,6 @@ import (
 func TestQueuedSendNoticesASlotGivenBack(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "recheck")
 		s.SMTP.Stall(smtptest.AtMail, 2*time.Second)

@@ -57,7 +57,6 @@ func (s *server) status(t *testing.T, id string) string {
 func TestScheduledSendGoesOutAtItsTimeAndNeverBefore(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "sched")
 		at := time.Now().Add(2 * time.Second)
@@ -117,7 +116,6 @@ func grepLines(text, pattern string) string {
 func TestScheduledAtRules(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, func(c *config.Config) { c.ScheduleMaxAhead = time.Hour })
 		inbox := s.createInbox(t, "rules")
 		// Past, or within a second: sent now, 201, as without the field.
@@ -145,7 +143,6 @@ func TestScheduledAtRules(t *testing.T) {
 func TestCancelAndReschedule(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "cancel")
 		// Canceled just before its time: never sent.
@@ -206,7 +203,6 @@ func TestCancelAndReschedule(t *testing.T) {
 func TestCancelRacingDispatch(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "race")
 		const n = 8
@@ -287,7 +283,6 @@ func maxInWindow(times []time.Time, d time.Duration) int {
 func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, func(c *config.Config) { c.SendRetryMax, c.QueueMaxAge = 0, 3*time.Second })
 		inbox := s.createInbox(t, "defer")
 

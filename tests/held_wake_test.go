@@ -22,7 +22,6 @@ const laneWakeBound = time.Second
 func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 3 })
 		inbox := s.createInbox(t, "wake")
 		// Three sends fill the minute window and stay in flight for 20 s:
@@ -81,7 +80,6 @@ func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
 func TestQueuedLaneWakesWhenAFlightFails(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "fail")
 		// The direct send waits in the relay until released, then is

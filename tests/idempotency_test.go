@@ -22,7 +22,6 @@ func TestIdempotencyKeyConcurrent(t *testing.T) {
 	t.Parallel()
 	const n = 50
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 5 })
 		inbox := s.createInbox(t, "support")
 		body := keyedBody(inbox, "Once")
@@ -100,7 +99,6 @@ func TestIdempotencyKeyConcurrent(t *testing.T) {
 func TestIdempotencyKeyRetryAfterRefusal(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
@@ -125,7 +123,6 @@ func TestIdempotencyKeyRetryAfterRefusal(t *testing.T) {
 func TestIdempotencyKeyReplaysAfterRestart(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx)
 		p := startProc(t, env)
@@ -153,7 +150,6 @@ func TestIdempotencyKeyReplaysAfterRestart(t *testing.T) {
 func TestIdempotencyKeyAfterCrash(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		mx.DelayDataReply(time.Hour)
 		env := procEnv(t, driver, mx)

@@ -36,7 +36,6 @@ func (s *server) inboxWindow(t *testing.T, inbox, name string) map[string]any {
 func TestInboxLimitIsolatesInboxes(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) {
 			c.SendRateLimitPerMinute, c.InboxSendRateLimitPerMinute = 3, 2
 		})
@@ -80,7 +79,6 @@ func TestInboxLimitIsolatesInboxes(t *testing.T) {
 func TestInboxOverrides(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.InboxSendRateLimitPerMinute, c.InboxSendRateLimitPerHour = 5, 50 })
 		a := s.createInbox(t, "a")
 		if rl := s.do(t, "GET", "/v1/inboxes/"+a, nil).JSON(t)["rate_limit"]; fmt.Sprint(rl) != "map[per_hour:<nil> per_minute:<nil>]" {
@@ -139,7 +137,6 @@ func TestInboxLimitUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	const clients, limit = 200, 10
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.InboxSendRateLimitPerMinute = limit })
 		a := s.createInbox(t, "a")
 		codes := make([]int, clients)
@@ -167,7 +164,6 @@ func TestInboxLimitUnderConcurrency(t *testing.T) {
 func TestInboxCountsSurviveRestart(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx, "INBOX_SEND_RATE_LIMIT_PER_MINUTE=1")
 		p := startProc(t, env)

@@ -25,7 +25,6 @@ func (s *server) rateLimitWindow(t *testing.T, name string) map[string]any {
 func TestDeletedInboxStillCounts(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		env := procEnv(t, driver, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2")
 		p := startProc(t, env)
@@ -54,7 +53,6 @@ func TestDeletedInboxStillCounts(t *testing.T) {
 func TestKillDuringDataCountsAcrossRestarts(t *testing.T) {
 	t.Parallel() // mostly waiting: it runs beside TestSIGTERMWaitsForTheLongestLease
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		mx.DelayDataReply(time.Hour)
 		env := procEnv(t, driver, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=1")
@@ -105,7 +103,6 @@ func TestKillDuringDataCountsAcrossRestarts(t *testing.T) {
 func TestHeadersAgreeWithRetryAfter(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute, c.SendRateLimitPerHour = 1, 1 })
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
@@ -139,7 +136,6 @@ func TestHeadersAgreeWithRetryAfter(t *testing.T) {
 func TestUnknownOutcomeCounts(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) {
 			c.SendRateLimitPerMinute, c.SMTPTimeout = 1, 500*time.Millisecond
 		})
@@ -166,7 +162,6 @@ func TestUnknownOutcomeCounts(t *testing.T) {
 func TestTemporaryFailuresAreRetried(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 2 })
 		inbox := s.createInbox(t, "support")
 

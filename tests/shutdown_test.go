@@ -19,7 +19,6 @@ func TestSIGTERMDrainsSendsInFlight(t *testing.T) {
 	t.Parallel() // mostly waiting: it runs beside TestSIGTERMWaitsForTheLongestLease
 	const n = 100
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		mx := smtptest.Start(t)
 		// A limit only so that /v1/rate-limit reports what is in flight.
 		env := procEnv(t, driver, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=1000")

@@ -55,7 +55,6 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 	t.Parallel()
 	const perMinute, perHour, lease = 6, 40, 40 * time.Second
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		ctx := context.Background()
 		st := openMigrated(t, driver)
 		in := &store.Inbox{EmailAddress: "model@acme.test", Name: "Model"}
@@ -191,7 +190,6 @@ func (panicky) Send(context.Context, providers.Message) (string, error) {
 func TestProviderPanicIsSettled(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		st := openMigrated(t, driver)
 		lim := throttle.NewMemory(throttle.NewGlobalRateLimiter(throttle.Limits{PerMinute: 1}, throttle.Limits{}), clock.NewSystem())
 		sender := skuld.NewSender(skuld.Options{Store: st, Provider: panicky{}, Throttle: lim})

@@ -18,7 +18,6 @@ import (
 func TestThrottleRefusesTheSixth(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 5 })
 		inbox := s.createInbox(t, "support")
 		for i := 0; i < 5; i++ {
@@ -68,7 +67,6 @@ func TestThrottleUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	const clients, limit = 200, 20
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = limit })
 		inbox := s.createInbox(t, "support")
 
@@ -114,7 +112,6 @@ func TestThrottleUnderConcurrency(t *testing.T) {
 func TestThrottleSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 2 })
 		inbox := s.createInbox(t, "support")
 		mustStatus(t, s.send(t, inbox, "bob@customer.test"), http.StatusCreated)
@@ -138,7 +135,6 @@ func TestThrottleSurvivesRestart(t *testing.T) {
 func TestCrashMidSendCountsAndIsResolved(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		t.Parallel()
 		s := startDefault(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 1 })
 		inbox := s.createInbox(t, "support")
 		s.Stop()
