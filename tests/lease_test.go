@@ -36,7 +36,6 @@ func TestSMTPTransactionEndsWithItsLease(t *testing.T) {
 		{"354", smtptest.AtData, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			s := startDefault(t, "sqlite", func(cfg *config.Config) {
 				cfg.SMTPTimeout, cfg.SendTimeout, cfg.SendRetryDeadline = 600*time.Second, 2*time.Second, time.Second
 				cfg.SendRateLimitPerMinute = 1
