@@ -104,7 +104,7 @@ func (a *API) getAttachmentContent(c echo.Context) error {
 // writeBase64Content writes the format=base64 answer, encoding as it
 // writes: a 25 MB file is 33 MB of base64, which is never held whole.
 func writeBase64Content(c echo.Context, f *AttachmentFile) error {
-	tail, err := marshalNoEscape(AttachmentContent{ContentType: f.ContentType, Filename: f.Filename})
+	tail, err := MarshalNoEscape(AttachmentContent{ContentType: f.ContentType, Filename: f.Filename})
 	if err != nil {
 		return err
 	}

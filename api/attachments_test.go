@@ -217,7 +217,7 @@ func TestAttachmentFunctionsWithoutEchoContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	want, _ := marshalNoEscape(f.Base64())
+	want, _ := MarshalNoEscape(f.Base64())
 	if rec := serve(srv, "GET", "/v1/attachments/att/content?format=base64", ""); strings.TrimSpace(rec.Body.String()) != want {
 		t.Errorf("route answered %s, the function %s", rec.Body, want)
 	}

@@ -125,7 +125,7 @@ func (p *HostPolicy) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !p.Allows(r.Host) {
 			e := hostRefused(r.Host)
-			body, _ := marshalNoEscape(ErrorBody{Detail: e.Detail, Code: e.Code})
+			body, _ := MarshalNoEscape(ErrorBody{Detail: e.Detail, Code: e.Code})
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(e.Status)
 			_, _ = io.WriteString(w, body+"\n")

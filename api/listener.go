@@ -75,7 +75,7 @@ func rewriteGoError(p []byte) (out []byte, ok bool) {
 	case why != "":
 		detail = "Malformed HTTP request: " + why
 	}
-	body, err := marshalNoEscape(ErrorBody{Detail: detail, Code: code})
+	body, err := MarshalNoEscape(ErrorBody{Detail: detail, Code: code})
 	if err != nil {
 		return nil, false
 	}

@@ -94,9 +94,10 @@ func streamItems(c echo.Context, n int, item func(i int) any, tail string) error
 	return err
 }
 
-// marshalNoEscape is json.Marshal without HTML escaping, as jsonSerializer
-// writes.
-func marshalNoEscape(v any) (string, error) {
+// MarshalNoEscape is json.Marshal without HTML escaping, as jsonSerializer
+// writes: Message-IDs and HTML come back as "<...>", not "\u003c...". MCP
+// writes its results with it too.
+func MarshalNoEscape(v any) (string, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

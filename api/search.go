@@ -47,7 +47,7 @@ func (a *API) search(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	quoted, err := marshalNoEscape(q.Query)
+	quoted, err := MarshalNoEscape(q.Query)
 	if err != nil {
 		return err
 	}

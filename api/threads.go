@@ -62,7 +62,7 @@ func (a *API) getThread(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	head, err := marshalNoEscape(struct {
+	head, err := MarshalNoEscape(struct {
 		ID      string  `json:"id"`
 		Subject string  `json:"subject"`
 		Summary *string `json:"summary"`

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/nornweave/nornweave/api"
 )
 
 // budgetProbe is a ResponseWriter that notes, at each Write, whether the
@@ -131,10 +133,10 @@ func TestFitPage(t *testing.T) {
 	}
 }
 
-// jsonSize is the length marshalNoEscape gives a string, less its quotes.
+// jsonSize is the length api.MarshalNoEscape gives a string, less its quotes.
 func TestJSONSize(t *testing.T) {
 	for _, s := range []string{"", "plain", "a\nb\tc\"d\\e", "\x01\x1f", "é漢🙂", "\xff\xfe", "<&>", "\u2028\u2029"} {
-		b, err := marshalNoEscape(s)
+		b, err := api.MarshalNoEscape(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,10 +147,10 @@ func TestJSONSize(t *testing.T) {
 }
 
 // wireSize is the length json.Marshal (the SDK's encoding of a result)
-// gives what marshalNoEscape wrote: answerFits refuses by it.
+// gives what api.MarshalNoEscape wrote: answerFits refuses by it.
 func TestWireSize(t *testing.T) {
 	for _, s := range []string{"", "plain", "<&>", "a<b>c&d", "\u2028\"\\", strings.Repeat("<", 100)} {
-		body, err := marshalNoEscape(s)
+		body, err := api.MarshalNoEscape(s)
 		if err != nil {
 			t.Fatal(err)
 		}

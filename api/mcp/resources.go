@@ -31,7 +31,7 @@ func (s *Server) addResources() {
 			if err != nil {
 				return "", err
 			}
-			return marshalNoEscape(out)
+			return api.MarshalNoEscape(out)
 		}))
 	s.sdk.AddResourceTemplate(&sdk.ResourceTemplate{Name: "thread", Title: "A conversation",
 		URITemplate: "email://thread/{id}", MIMEType: "text/markdown",
@@ -155,7 +155,7 @@ func oneLine(s string) string {
 }
 
 // jsonSize is how many bytes s takes as a JSON string's contents, as
-// marshalNoEscape writes it: quotes, backslashes and control characters
+// api.MarshalNoEscape writes it: quotes, backslashes and control characters
 // are escaped, invalid UTF-8 becomes \ufffd.
 func jsonSize(s string) int {
 	n := 0

@@ -185,7 +185,7 @@ func (s *Server) runTool(ctx context.Context, t mcpTool, raw json.RawMessage) (a
 	if err != nil {
 		return nil, "", err
 	}
-	body, err := marshalNoEscape(out)
+	body, err := api.MarshalNoEscape(out)
 	return out, body, err
 }
 
@@ -204,7 +204,7 @@ type toolRefusal struct {
 func refusalResult(p api.Problem) *sdk.CallToolResult {
 	r := toolRefusal{Code: p.Code, Detail: p.Detail, RetryAfterSeconds: p.RetryAfter, Violated: p.Violated,
 		Errors: p.Fields}
-	body, _ := marshalNoEscape(r) // strings, ints and FieldErrors always marshal
+	body, _ := api.MarshalNoEscape(r) // strings, ints and FieldErrors always marshal
 	return &sdk.CallToolResult{IsError: true, StructuredContent: json.RawMessage(body),
 		Content: []sdk.Content{&sdk.TextContent{Text: refusalText(p)}}}
 }
