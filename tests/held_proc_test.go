@@ -159,7 +159,7 @@ func TestClusterDispatchesScheduledOnce(t *testing.T) {
 	// Not parallel: three servers under 300 concurrent requests hold up to 60 PostgreSQL connections.
 	const n, limit = 300, 150
 	mx := smtptest.Start(t)
-	servers := startCluster(t, clusterEnv(t, "postgres", mx, fmt.Sprintf("GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=%d", limit)), 3)
+	servers := startCluster(t, clusterEnv(t, "postgres", mx, heldPoll, fmt.Sprintf("GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=%d", limit)), 3)
 	inboxes := []string{servers[0].createInbox(t, "one"), servers[1].createInbox(t, "two"), servers[2].createInbox(t, "three")}
 	at := time.Now().Add(8 * time.Second).Truncate(time.Second)
 	var (
@@ -354,7 +354,7 @@ func TestScheduledSendOnTimeAfterKill(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		mx := smtptest.Start(t)
-		env := procEnv(t, driver, mx)
+		env := procEnv(t, driver, mx, heldPoll)
 		p := startProc(t, env)
 		inbox := p.createInbox(t, "after-kill")
 		// Over River's 5 s scheduler interval ahead: inserted "scheduled",

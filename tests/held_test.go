@@ -30,6 +30,7 @@ func startHeld(t testing.TB, driver string, change func(*config.Config)) *server
 	t.Helper()
 	mx := smtptest.Start(t)
 	cfg := baseConfig(t, driver, mx)
+	cfg.HeldPollInterval = 0 // the default: these tests time held mail
 	if change != nil {
 		change(&cfg)
 	}

@@ -25,9 +25,10 @@ const oneConnection = "SMTP_MAX_CONNECTIONS=1"
 // the rescued sends themselves to a local relay.
 const rescueSlack = 10 * time.Second
 
-// shortLeaseEnv is shortLease as a server's environment, with extra.
+// shortLeaseEnv is shortLease as a server's environment, with the default
+// poll for held mail (these tests time it), and extra.
 func shortLeaseEnv(extra ...string) []string {
-	return append([]string{"SEND_TIMEOUT=" + shortLease.SendTimeout.String(),
+	return append([]string{heldPoll, "SEND_TIMEOUT=" + shortLease.SendTimeout.String(),
 		"SEND_RETRY_DEADLINE=" + shortLease.SendRetryDeadline.String(),
 		fmt.Sprint("ATTACHMENT_MAX_TOTAL_SIZE_MB=", shortLease.AttachmentMaxTotalSizeMB),
 		fmt.Sprint("BODY_MAX_SIZE_MB=", shortLease.BodyMaxSizeMB),

@@ -20,7 +20,21 @@ type Hold struct {
 	// (full windows, a provider failing temporarily) before it fails as
 	// expired.
 	QueueMaxAge time.Duration `envconfig:"QUEUE_MAX_AGE" default:"24h"`
+	// HeldPollInterval is how often a server looks for held mail that has
+	// become due, with one indexed query: a scheduled send goes out within
+	// about this of its time. 0 (a Config built in code) means the default.
+	// An idle server makes twenty such queries a second at the default;
+	// a longer interval trades lateness for that load.
+	HeldPollInterval time.Duration `envconfig:"HELD_POLL_INTERVAL" default:"50ms"`
 }
+
+// Bounds of HELD_POLL_INTERVAL: River fetches no more often than every
+// 10 ms, and a poll rarer than a minute would make scheduled mail late by
+// more than anyone schedules to the minute for.
+const (
+	MinHeldPollInterval = 10 * time.Millisecond
+	MaxHeldPollInterval = time.Minute
+)
 
 // MaxQueueMaxAge bounds QUEUE_MAX_AGE. A held message's job is never
 // discarded for a provider's failures (the message is put back with its
@@ -45,6 +59,10 @@ func (c Config) validateHold() []error {
 		errs = append(errs, fmt.Errorf("QUEUE_MAX_AGE: must be between 0 and %s (14 days: a held message's job is retried "+
 			"at most 25 times, about 18 days of backoff in all, and must still be running when the message expires), got %s",
 			MaxQueueMaxAge, c.QueueMaxAge))
+	}
+	if p := c.HeldPollInterval; p != 0 && (p < MinHeldPollInterval || p > MaxHeldPollInterval) {
+		errs = append(errs, fmt.Errorf("HELD_POLL_INTERVAL: must be between %s and %s, got %s",
+			MinHeldPollInterval, MaxHeldPollInterval, p))
 	}
 	switch c.SendOnThrottle {
 	case "", "reject", "queue":

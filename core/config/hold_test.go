@@ -11,8 +11,10 @@ func TestHoldDefaultsAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ScheduleMaxAhead != 30*24*time.Hour || c.SendOnThrottle != "reject" || c.QueueMaxAge != 24*time.Hour {
-		t.Fatalf("defaults %s, %q, %s; want 720h, reject, 24h", c.ScheduleMaxAhead, c.SendOnThrottle, c.QueueMaxAge)
+	if c.ScheduleMaxAhead != 30*24*time.Hour || c.SendOnThrottle != "reject" || c.QueueMaxAge != 24*time.Hour ||
+		c.HeldPollInterval != 50*time.Millisecond {
+		t.Fatalf("defaults %s, %q, %s, %s; want 720h, reject, 24h, 50ms", c.ScheduleMaxAhead, c.SendOnThrottle,
+			c.QueueMaxAge, c.HeldPollInterval)
 	}
 	tests := []struct {
 		name   string
@@ -25,6 +27,10 @@ func TestHoldDefaultsAndValidation(t *testing.T) {
 		{"negative max age", func(c *Config) { c.QueueMaxAge = -time.Hour }, "QUEUE_MAX_AGE"},
 		{"max age at its bound", func(c *Config) { c.QueueMaxAge = 14 * 24 * time.Hour }, ""},
 		{"max age past River's retries", func(c *Config) { c.QueueMaxAge = 30 * 24 * time.Hour }, "QUEUE_MAX_AGE"},
+		{"poll of a second", func(c *Config) { c.HeldPollInterval = time.Second }, ""},
+		{"poll of the default in code", func(c *Config) { c.HeldPollInterval = 0 }, ""},
+		{"poll faster than River fetches", func(c *Config) { c.HeldPollInterval = time.Millisecond }, "HELD_POLL_INTERVAL"},
+		{"poll rarer than a minute", func(c *Config) { c.HeldPollInterval = 2 * time.Minute }, "HELD_POLL_INTERVAL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	// message it gives back (store.ResolveInterrupted).
 	qo := hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
 		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone,
-		Clock: a.clock, MaxAge: queueMaxAge(cfg), Observer: a.metrics}
+		Clock: a.clock, MaxAge: queueMaxAge(cfg), Observer: a.metrics, PollInterval: cfg.HeldPollInterval}
 	if a.retryBase > 0 {
 		qo.RetryPolicy = hold.ScaledRetry{Base: a.retryBase}
 	}
