@@ -23,8 +23,10 @@ build:
 ## down, Redis installed if missing; and Chromium for the /docs browser test, installed if missing),
 ## each package in a network namespace that has loopback only: a package that tries to reach any
 ## other address fails (scripts/netguard.sh; without root, unshare, ip and socat it warns loudly and
-## runs unguarded, or fails with NETGUARD=required). -parallel 4: the parallel tests mostly wait
-## (leases, windows, drains), so four share the two cores well. Then the tests that count
+## runs unguarded, or fails with NETGUARD=required). ./tests is listed first so that its run, the
+## longest (River's rescuer and real leases in server processes), starts first while the other
+## packages run beside it. -parallel 8: the end-to-end tests mostly wait (leases, windows, drains),
+## and eight at a time keep the run within 45 PostgreSQL connections. Then the tests that count
 ## allocated bytes run once more without -race, under which sync.Pool drops items at random.
 ## The two SMTP tests that time real deadlines (ALONE) run after the suite, on their own: beside
 ## the end-to-end package they were starved past their slack (CI of 05fed0e).
@@ -34,8 +36,8 @@ test:
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-chromium.sh
 	@guard=$$(./scripts/netguard.sh --exec-flag) || exit 1; \
-	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(ALONE)' $$guard $(PKGS)"; \
-	  $(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(ALONE)' $$guard $(PKGS) && \
+	  echo "$(GO) test -race -count=1 -parallel 8 -timeout 25m -skip '$(ALONE)' $$guard ./tests/ $(PKGS)"; \
+	  $(GO) test -race -count=1 -parallel 8 -timeout 25m -skip '$(ALONE)' $$guard ./tests/ $(PKGS) && \
 	  echo "$(GO) test -race -count=1 -run '$(ALONE)' $$guard ./providers/   # real deadlines: alone" && \
 	  $(GO) test -race -count=1 -run '$(ALONE)' $$guard ./providers/ && \
 	  echo "$(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/render/   # byte counts: not under -race" && \
