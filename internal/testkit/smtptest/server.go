@@ -5,6 +5,7 @@
 package smtptest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"net"
@@ -26,7 +27,12 @@ type config struct {
 	implicitTLS bool
 	username    string
 	password    string
+	readTimeout time.Duration
 }
+
+// WithReadTimeout sets how long the server waits for a client's next
+// bytes (default 30 s). smtptest's own tests shorten it.
+func WithReadTimeout(d time.Duration) Option { return func(c *config) { c.readTimeout = d } }
 
 // WithSTARTTLS advertises STARTTLS with a self-signed certificate generated
 // for this server; ClientTLSConfig trusts it.
@@ -84,7 +90,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	// Long enough for a message of a few MiB under the race detector
 	// (go-smtp reads the data byte by byte): the read deadline is set once,
 	// before DATA, and covers the whole message.
-	srv.ReadTimeout = 30 * time.Second
+	srv.ReadTimeout = cmp.Or(cfg.readTimeout, 30*time.Second)
 	srv.WriteTimeout = 30 * time.Second
 	// Without TLS go-smtp refuses AUTH; tests of plain-mode AUTH need it.
 	srv.AllowInsecureAuth = true

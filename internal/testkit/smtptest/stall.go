@@ -113,6 +113,7 @@ func (s *Server) at(stage Stage, c *trackedConn) {
 		case <-a.hold.release:
 		case <-s.quit:
 		}
+		s.renewReadDeadline(c)
 	case a.reset && c != nil:
 		c.reset()
 	case a.delay > 0:
@@ -122,6 +123,17 @@ func (s *Server) at(stage Stage, c *trackedConn) {
 		case <-t.C:
 		case <-s.quit:
 		}
+		s.renewReadDeadline(c)
+	}
+}
+
+// renewReadDeadline gives c its whole read timeout again after a stall:
+// go-smtp sets the deadline once before DATA, and a hold the test keeps
+// longer than that (a busy machine, a slow step beside it) must not turn
+// into the server's own read error, 554, which no test asked for.
+func (s *Server) renewReadDeadline(c *trackedConn) {
+	if c != nil {
+		_ = c.SetReadDeadline(time.Now().Add(s.srv.ReadTimeout))
 	}
 }
 

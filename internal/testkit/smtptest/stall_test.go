@@ -142,3 +142,31 @@ func TestWaitIdle(t *testing.T) {
 		t.Errorf("got %d open connections after WaitIdle, want 0", n)
 	}
 }
+
+// A hold the test keeps past the server's read timeout does not spend the
+// client's time: released, the message is read and stored, not refused
+// with go-smtp's 554 for a read deadline that ran out during the hold (a
+// held-race test's hold outlasted 30 s on a busy machine, issue 28).
+func TestHoldOutlastsTheReadTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	for _, stage := range []Stage{InContent, BeforeReply} {
+		t.Run(stage.String(), func(t *testing.T) {
+			s := Start(t, WithReadTimeout(timeout))
+			h := s.HoldAt(stage)
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := runSession(s, "Subject: held\r\n\r\nHi\r\n")
+				done <- err
+			}()
+			<-h.Reached()
+			time.Sleep(3 * timeout)
+			h.Release()
+			if err := <-done; err != nil {
+				t.Fatalf("session after a hold of %v (read timeout %v): %v", 3*timeout, timeout, err)
+			}
+			if n := s.Count(); n != 1 {
+				t.Fatalf("%d messages stored, want 1", n)
+			}
+		})
+	}
+}
