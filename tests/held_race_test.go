@@ -72,7 +72,7 @@ func (rr *raceRound) schedule(t *testing.T, at time.Time) {
 	t.Helper()
 	rr.at, rr.later = at, at.Add(24*time.Hour).UTC().Truncate(time.Millisecond)
 	for _, id := range rr.ids {
-		mustStatus(t, rr.s.do(t, "PATCH", "/v1/messages/"+id, map[string]any{"scheduled_at": at.Format(time.RFC3339Nano)}), http.StatusOK)
+		moveTo(t, rr.s, id, at)
 	}
 }
 

@@ -207,12 +207,19 @@ func TestCancelRacingDispatch(t *testing.T) {
 		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "race")
 		const n = 8
-		at := time.Now().Add(2 * time.Second)
+		// Scheduled an hour ahead, then moved to their time: accepted at
+		// a time only a moment ahead, the last of them could find it past
+		// on a busy machine, and be sent at once (201).
+		accepting := time.Now()
 		ids := make([]string, n)
 		for i := range ids {
-			r := s.sendAt(t, inbox, fmt.Sprintf("r%d@example.com", i), at.Add(time.Duration(i)*50*time.Millisecond))
+			r := s.sendAt(t, inbox, fmt.Sprintf("r%d@example.com", i), time.Now().Add(time.Hour))
 			mustStatus(t, r, http.StatusAccepted)
 			ids[i] = r.JSON(t)["id"].(string)
+		}
+		at := dueSoon(2*time.Second, time.Since(accepting))
+		for i, id := range ids {
+			moveTo(t, s, id, at.Add(time.Duration(i)*50*time.Millisecond))
 		}
 		// Cancel each around its time, with the dispatch under way.
 		time.Sleep(time.Until(at) - 150*time.Millisecond)
@@ -255,6 +262,18 @@ func TestCancelRacingDispatch(t *testing.T) {
 		}
 		t.Logf("cancel answers %v", codes)
 	})
+}
+
+// dueSoon is a time at least `least` after now, and twice took after it:
+// messages accepted in took are then moved to it (moveTo), each move no
+// slower than its acceptance, so every one lands before its time however
+// busy the machine is.
+func dueSoon(least, took time.Duration) time.Time { return time.Now().Add(max(least, 2*took)) }
+
+// moveTo reschedules a scheduled message to at.
+func moveTo(t *testing.T, s *server, id string, at time.Time) {
+	t.Helper()
+	mustStatus(t, s.do(t, "PATCH", "/v1/messages/"+id, map[string]any{"scheduled_at": at.Format(time.RFC3339Nano)}), http.StatusOK)
 }
 
 // queue posts a message from inbox with on_throttle "queue".
