@@ -32,7 +32,7 @@ func TestClusterCrashScheduledIsRescued(t *testing.T) {
 			t.Parallel()
 			first := startDoomed(t, backend)
 			first.mx.DelayDataReply(slowRelay)
-			ids := scheduleMany(t, first, 60, time.Now().Add(8*time.Second))
+			ids, _ := scheduleMany(t, first, 60, 8*time.Second)
 			waitFor(t, 30*time.Second, func() bool { return first.mx.Count() >= 1 }) // it fetched them
 			second := startProc(t, first.env)
 			waitFor(t, 30*time.Second, func() bool { return first.mx.Count() >= 3 })
@@ -111,8 +111,7 @@ func TestRestartAloneOnSharedBackendSendsHeld(t *testing.T) {
 	t.Parallel()
 	first := startDoomed(t, "postgres")
 	first.mx.DelayDataReply(slowRelay)
-	at := time.Now().Add(8 * time.Second).Truncate(time.Second)
-	ids := scheduleMany(t, first, 30, at)
+	ids, at := scheduleMany(t, first, 30, 8*time.Second)
 	time.Sleep(time.Until(at.Add(300 * time.Millisecond)))
 	waitFor(t, 30*time.Second, func() bool { return first.mx.Count() >= 1 }) // it fetched them
 	first.kill(t)
@@ -141,18 +140,26 @@ func startDoomed(t *testing.T, backend string) doomed {
 	return doomed{proc: p, mx: mx, env: env, inbox: p.createInbox(t, "held")}
 }
 
-// scheduleMany schedules n messages from d's inbox for the second of at,
-// one to each of c0@example.com, c1@…, and returns their ids by recipient.
-func scheduleMany(t *testing.T, d doomed, n int, at time.Time) map[string]string {
+// scheduleMany schedules n messages from d's inbox for one second, at
+// least `least` ahead, one to each of c0@example.com, c1@…, and returns
+// their ids by recipient and that second. They are accepted an hour ahead
+// and then moved to it (dueSoon): accepted for a second a few ahead, the
+// last ones found it past when the machine was busy, and went at once.
+func scheduleMany(t *testing.T, d doomed, n int, least time.Duration) (map[string]string, time.Time) {
 	t.Helper()
 	ids := map[string]string{}
+	accepting := time.Now()
 	for i := range n {
 		to := fmt.Sprintf("c%d@example.com", i)
-		r := d.sendAt(t, d.inbox, to, at.Truncate(time.Second))
+		r := d.sendAt(t, d.inbox, to, time.Now().Add(time.Hour))
 		mustStatus(t, r, http.StatusAccepted)
 		ids[to] = r.JSON(t)["id"].(string)
 	}
-	return ids
+	at := dueSoon(least, time.Since(accepting)).Add(time.Second).Truncate(time.Second)
+	for _, id := range ids {
+		moveTo(t, d.server, id, at)
+	}
+	return ids, at
 }
 
 // sentOnceEach waits until rescueWait after since (the kill of dead, or
