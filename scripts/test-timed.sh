@@ -13,7 +13,14 @@ echo 0 >"$peakfile"
   peak=0
   while :; do
     n=$(psql "$url" -Atc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0)
-    if [ "${n:-0}" -gt "$peak" ]; then peak=$n; echo "$peak" >"$peakfile"; fi
+    if [ "${n:-0}" -gt "$peak" ]; then
+      peak=$n; echo "$peak" >"$peakfile"
+      # Where the peak's connections are: by database, the test databases by their prefix.
+      psql "$url" -F ' ' -Atc "SELECT regexp_replace(coalesce(datname, '-'), '_[0-9a-f_]+$', '_*'),
+        count(DISTINCT datname) || ' databases', count(*) || ' connections;'
+        FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+        GROUP BY 1 ORDER BY count(*) DESC" 2>/dev/null | tr '\n' ' ' >"$peakfile.where" || true
+    fi
     sleep 0.2
   done
 ) &
@@ -25,5 +32,6 @@ end=$(date +%s.%N)
 kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
 printf 'test-timed: %s: exit %d in %.1f s; peak PostgreSQL client connections %s (all databases, this run and anything beside it)\n' \
   "$*" "$rc" "$(awk "BEGIN{print $end - $start}")" "$(cat "$peakfile")"
-rm -f "$peakfile"
+[ -s "$peakfile.where" ] && echo "test-timed: at the peak, by database: $(cat "$peakfile.where")"
+rm -f "$peakfile" "$peakfile.where"
 exit "$rc"
