@@ -319,6 +319,10 @@ func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 		}
 
 		s.SMTP.RejectDataTimes(1000, 451, [3]int{4, 3, 0}, "try again later")
+		// Each deferral takes the relay a second and a half: River waited
+		// that much longer than the message showed when the job's snooze
+		// ran from the start of its dispatch, not its end.
+		s.SMTP.Stall(smtptest.InContent, 1500*time.Millisecond)
 		due := time.Now().Add(1500 * time.Millisecond)
 		r = s.sendAt(t, inbox, "expired@example.com", due)
 		mustStatus(t, r, http.StatusAccepted)
@@ -361,6 +365,7 @@ func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 		}
 
 		s.SMTP.AcceptData()
+		s.SMTP.Stall(smtptest.InContent, 0)
 		s.SMTP.RejectDataTimes(1, 550, [3]int{5, 7, 1}, "rejected by policy")
 		r = s.sendAt(t, inbox, "refused@example.com", time.Now().Add(1500*time.Millisecond))
 		mustStatus(t, r, http.StatusAccepted)

@@ -108,7 +108,10 @@ func (d *dispatcher) dispatchDue(ctx context.Context, id string, due time.Time, 
 		_, err := d.store.QueueHeld(ctx, m, next, d.lane(inbox.ID, next))
 		return step{}, ignoreNotHeld(err)
 	}
-	return a.step(now), nil
+	// The step's snooze runs from now, when River gets it, not from the
+	// start of this dispatch: the message shows when it is tried next, and
+	// the send (a slow relay's deferral) took its time since.
+	return a.step(d.clock.Now()), nil
 }
 
 // dispatchLane sends the inbox's queued messages, first due first, while
@@ -172,7 +175,7 @@ func (d *dispatcher) dispatchLane(ctx context.Context, inboxID string, rescued b
 				return step{snooze: max(wait, time.Millisecond)}, nil
 			}
 		case a.unavailable || !a.retryAt.IsZero():
-			return a.step(now), nil
+			return a.step(d.clock.Now()), nil // as dispatchDue's
 		default:
 			sent++
 		}
