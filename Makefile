@@ -23,12 +23,13 @@ build:
 ## down, Redis installed if missing; and Chromium for the /docs browser test, installed if missing),
 ## each package in a network namespace that has loopback only: a package that tries to reach any
 ## other address fails (scripts/netguard.sh; without root, unshare, ip and socat it warns loudly and
-## runs unguarded, or fails with NETGUARD=required). The longest end-to-end tests (LONG: minutes of
-## real time in server processes, River's rescuer, leases, a real minute; or megabytes under -race)
-## run from the start in a second `go test` beside the rest, -parallel 8: in the main run they
-## waited for a parallel slot behind shorter tests and ended last. The main run lists ./tests first,
-## its longest package, and runs -parallel 4: the rest of the suite is bound by the two cores, and
-## more at once only slows the tests that time real deadlines. Then the tests that count
+## runs unguarded, or fails with NETGUARD=required). The longest end-to-end tests run from the start,
+## each kind in a `go test` of its own beside the rest: in the main run they waited for a parallel
+## slot behind shorter tests and ended last. WAITING spend minutes waiting on real time in server
+## processes (River's rescuer, leases, a real minute) with little CPU: all at once. HEAVY move
+## megabytes under -race: four at a time. The main run lists ./tests first, its longest package,
+## and runs -parallel 4: the rest of the suite is bound by the two cores, and more at once only
+## slows the tests that time real deadlines. Then the tests that count
 ## allocated bytes run once more without -race, under which sync.Pool drops items at random.
 ## The two SMTP tests that time real deadlines (ALONE) run after the suite, on their own: beside
 ## the end-to-end package they were starved past their slack (CI of 05fed0e).
@@ -38,17 +39,20 @@ build:
 ## without it). GOFLAGS carries the flag to the server binary the end-to-end tests build.
 test: export GOFLAGS += -gcflags=modernc.org/...=-race=false
 ALONE := ^(TestSMTPAttemptNeverOutlivesItsDeadline|TestSMTPWaitAndTransactionShareTheDeadline)$$
-LONG := ^(TestClusterCrashQueuedIsRescued|TestClusterCrashScheduledIsRescued|TestRestartAloneOnSharedBackendSendsHeld|TestClusterCrashReclaimsAfterLease|TestSIGTERMWaitsForTheLongestLease|TestQueuedSendsAcrossKill|TestQueuedLaneWakesWhenRoomAppears|TestHeldChangeRacingDispatch|TestQueuedChangeRacingLane|TestBadInputMCPAnswersBounded|TestAttachmentsServedAsSent)$$
+WAITING := ^(TestClusterCrashQueuedIsRescued|TestClusterCrashScheduledIsRescued|TestRestartAloneOnSharedBackendSendsHeld|TestClusterCrashReclaimsAfterLease|TestSIGTERMWaitsForTheLongestLease|TestQueuedSendsAcrossKill|TestQueuedLaneWakesWhenRoomAppears)$$
+HEAVY := ^(TestHeldChangeRacingDispatch|TestQueuedChangeRacingLane|TestBadInputMCPAnswersBounded|TestAttachmentsServedAsSent)$$
 test:
 	@./scripts/ensure-postgres.sh
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-chromium.sh
 	@guard=$$(./scripts/netguard.sh --exec-flag) || exit 1; \
-	  echo "$(GO) test -race -count=1 -parallel 8 -timeout 25m -run '$(LONG)' $$guard ./tests/   # beside the rest"; \
-	  $(GO) test -race -count=1 -parallel 8 -timeout 25m -run '$(LONG)' $$guard ./tests/ & long=$$!; \
-	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(LONG)|$(ALONE)' $$guard ./tests/ $(PKGS)"; \
-	  $(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(LONG)|$(ALONE)' $$guard ./tests/ $(PKGS); rest=$$?; \
-	  wait $$long && [ $$rest -eq 0 ] && \
+	  echo "$(GO) test -race -count=1 -parallel 12 -timeout 25m -run '$(WAITING)' $$guard ./tests/   # beside the rest"; \
+	  $(GO) test -race -count=1 -parallel 12 -timeout 25m -run '$(WAITING)' $$guard ./tests/ & waiting=$$!; \
+	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -run '$(HEAVY)' $$guard ./tests/   # beside the rest"; \
+	  $(GO) test -race -count=1 -parallel 4 -timeout 25m -run '$(HEAVY)' $$guard ./tests/ & heavy=$$!; \
+	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(HEAVY)|$(ALONE)' $$guard ./tests/ $(PKGS)"; \
+	  $(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(HEAVY)|$(ALONE)' $$guard ./tests/ $(PKGS); rest=$$?; \
+	  wait $$waiting && wait $$heavy && [ $$rest -eq 0 ] && \
 	  echo "$(GO) test -race -count=1 -run '$(ALONE)' $$guard ./providers/   # real deadlines: alone" && \
 	  $(GO) test -race -count=1 -run '$(ALONE)' $$guard ./providers/ && \
 	  echo "$(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/render/   # byte counts: not under -race" && \

@@ -16,19 +16,6 @@ import (
 // answered 200 means nothing goes out at the old time, and a 409 means the
 // message was sent, exactly once, even when they race the dispatch.
 
-// races lets one race run at a time: each keeps both cores busy for a
-// while, accepting 2 MB attachments under -race, and its changes must land
-// within tens of milliseconds of the dispatch they race. They run beside
-// the tests that mostly wait, not beside each other (before issue 28, they
-// ran alone, before every parallel test).
-var races sync.Mutex
-
-// oneRaceAtATime holds races until the end of t.
-func oneRaceAtATime(t *testing.T) {
-	races.Lock()
-	t.Cleanup(races.Unlock)
-}
-
 // raceMessages is how many messages each round races, at once, each to
 // its own recipient: the more dispatches in flight, the likelier a change
 // lands between a dispatch's read and its claim.
@@ -167,7 +154,6 @@ func (rr *raceRound) check(t *testing.T) {
 func TestHeldChangeRacingDispatch(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		oneRaceAtATime(t)
 		s := startHeld(t, driver, nil)
 		inbox := s.createInbox(t, "racer")
 		tally := map[string]map[int]int{"reschedule": {}, "cancel": {}}
@@ -204,7 +190,6 @@ func TestHeldChangeRacingDispatch(t *testing.T) {
 func TestQueuedChangeRacingLane(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		oneRaceAtATime(t)
 		const n = 7
 		// The direct sends stay at the relay while the queued ones are
 		// accepted (2 MB each: about 2.3 s apiece under -race on SQLite),
