@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -95,16 +97,40 @@ type proc struct {
 // is healthy. The process is killed at the end of the test if still running.
 func startProc(t *testing.T, env []string) *proc {
 	t.Helper()
-	port := freePort(t)
 	cmd := exec.Command(nornweaveBinary(t))
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(env, fmt.Sprintf("PORT=%d", port))
-	p := &proc{cmd: cmd, exited: make(chan error, 1), log: &syncBuffer{},
-		server: &server{Server: &apptest.Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}}}
+	// Port 0: the server binds a free port itself and logs it. A port
+	// picked here and closed for the server to bind was, under load, taken
+	// meanwhile by another test's listener: "address already in use".
+	cmd.Env = append(env, "PORT=0")
+	p := &proc{cmd: cmd, exited: make(chan error, 1), log: &syncBuffer{}, server: &server{Server: &apptest.Server{}}}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	startUntilCleanup(t, cmd, p.exited, "server log", p.log)
+	p.URL = "http://" + boundAddr(t, p.log, p.exited)
 	waitHealthy(t, p.server, p.exited, p.log)
 	return p
+}
+
+// boundAddr is the address a server started with PORT=0 logs that it
+// listens on ("nornweave started", addr), waited for up to 30 s.
+func boundAddr(t *testing.T, log *syncBuffer, exited <-chan error) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(log.String(), "\n") {
+			var m struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &m) == nil && m.Msg == "nornweave started" && m.Addr != "" {
+				return m.Addr
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("server exited before serving: %v\n%s", err, log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("server did not say where it listens within 30 s\n%s", log.String())
+	return ""
 }
 
 // startUntilCleanup starts cmd, sends its end to exited, and at the end of
