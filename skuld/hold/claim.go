@@ -128,6 +128,13 @@ func (d *dispatcher) claimAndSend(ctx context.Context, m *store.Message, inbox *
 		return attempt{retryAt: next}, nil
 	}
 	out := adm.Conclude(ctx, providerID, sendErr)
+	if sendErr != nil && skuld.Temporary(sendErr) && out.Status == store.StatusFailed && out.Error != nil {
+		// Deferred once more after QUEUE_MAX_AGE ran out during the
+		// attempt: it fails because it expired, which its error says first,
+		// as the janitor's does.
+		msg := store.ExpiredError + "; the last attempt: " + *out.Error
+		out.Error = &msg
+	}
 	if err := d.store.FinishHeld(ctx, m.ID, out); err != nil {
 		// As for a direct send: the row stays "sending", resolved by the
 		// recovery of sends left in flight.
