@@ -192,12 +192,15 @@ func TestQueuedChangeRacingLane(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		const n = 7
 		// The direct sends stay at the relay while the queued ones are
-		// accepted (2 MB each: about 2.3 s apiece under -race on SQLite),
-		// so the SMTP timeout must outlast that, not cut them off (15 s in
-		// the base configuration: they then counted, and the window stayed
-		// full for a minute).
+		// accepted (2 MB each: about 2.3 s apiece under -race on SQLite,
+		// and eight under make test's load), so the SMTP timeout and each
+		// attempt's deadline must outlast that, not cut them off (15 s in
+		// the base configuration, and then the one-minute attempt deadline
+		// under load: they then counted, and the window stayed full for a
+		// minute).
 		s := startHeld(t, driver, func(c *config.Config) {
-			c.SendRateLimitPerMinute, c.SMTPMaxConnections, c.SMTPTimeout = n, n+1, time.Minute
+			c.SendRateLimitPerMinute, c.SMTPMaxConnections = n, n+1
+			c.SMTPTimeout, c.SendTimeout = 5*time.Minute, 5*time.Minute
 		})
 		inbox := s.createInbox(t, "lane")
 		// n direct sends fill the window, in flight at the relay, and are
