@@ -26,8 +26,10 @@ build:
 ## runs unguarded, or fails with NETGUARD=required). The longest end-to-end tests run from the start,
 ## each kind in a `go test` of its own beside the rest: in the main run they waited for a parallel
 ## slot behind shorter tests and ended last. WAITING spend minutes waiting on real time in server
-## processes (River's rescuer, leases, a real minute) with little CPU: all at once. HEAVY move
-## megabytes under -race: three at a time (four, beside the rest, made load 12 on two cores). The main run lists ./tests first, its longest package,
+## processes (River's rescuer, leases, a real minute) with little CPU, and MCP's 11 MB of answers,
+## whose assertions are sizes, not times: all at once. RACES race changes against the dispatch of
+## 2 MB messages: one at a time (three heavy tests at once, beside the rest, made load 12 on two
+## cores, and their sends timed out). The main run lists ./tests first, its longest package,
 ## and runs -parallel 4: the rest of the suite is bound by the two cores, and more at once only
 ## slows the tests that time real deadlines. Then the tests that count
 ## allocated bytes run once more without -race, under which sync.Pool drops items at random.
@@ -39,8 +41,8 @@ build:
 ## without it). GOFLAGS carries the flag to the server binary the end-to-end tests build.
 test: export GOFLAGS += -gcflags=modernc.org/...=-race=false
 ALONE := ^(TestSMTPAttemptNeverOutlivesItsDeadline|TestSMTPWaitAndTransactionShareTheDeadline)$$
-WAITING := ^(TestClusterCrashQueuedIsRescued|TestClusterCrashScheduledIsRescued|TestRestartAloneOnSharedBackendSendsHeld|TestClusterCrashReclaimsAfterLease|TestSIGTERMWaitsForTheLongestLease|TestQueuedSendsAcrossKill|TestQueuedLaneWakesWhenRoomAppears)$$
-HEAVY := ^(TestHeldChangeRacingDispatch|TestQueuedChangeRacingLane|TestBadInputMCPAnswersBounded)$$
+WAITING := ^(TestClusterCrashQueuedIsRescued|TestClusterCrashScheduledIsRescued|TestRestartAloneOnSharedBackendSendsHeld|TestClusterCrashReclaimsAfterLease|TestSIGTERMWaitsForTheLongestLease|TestQueuedSendsAcrossKill|TestQueuedLaneWakesWhenRoomAppears|TestBadInputMCPAnswersBounded)$$
+RACES := ^(TestHeldChangeRacingDispatch|TestQueuedChangeRacingLane)$$
 test:
 	@./scripts/ensure-postgres.sh
 	@./scripts/ensure-redis.sh
@@ -48,11 +50,11 @@ test:
 	@guard=$$(./scripts/netguard.sh --exec-flag) || exit 1; \
 	  echo "$(GO) test -race -count=1 -parallel 12 -timeout 25m -run '$(WAITING)' $$guard ./tests/   # beside the rest"; \
 	  $(GO) test -race -count=1 -parallel 12 -timeout 25m -run '$(WAITING)' $$guard ./tests/ & waiting=$$!; \
-	  echo "$(GO) test -race -count=1 -parallel 3 -timeout 25m -run '$(HEAVY)' $$guard ./tests/   # beside the rest"; \
-	  $(GO) test -race -count=1 -parallel 3 -timeout 25m -run '$(HEAVY)' $$guard ./tests/ & heavy=$$!; \
-	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(HEAVY)|$(ALONE)' $$guard ./tests/ $(PKGS)"; \
-	  $(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(HEAVY)|$(ALONE)' $$guard ./tests/ $(PKGS); rest=$$?; \
-	  wait $$waiting && wait $$heavy && [ $$rest -eq 0 ] && \
+	  echo "$(GO) test -race -count=1 -parallel 1 -timeout 25m -run '$(RACES)' $$guard ./tests/   # beside the rest"; \
+	  $(GO) test -race -count=1 -parallel 1 -timeout 25m -run '$(RACES)' $$guard ./tests/ & races=$$!; \
+	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(RACES)|$(ALONE)' $$guard ./tests/ $(PKGS)"; \
+	  $(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(RACES)|$(ALONE)' $$guard ./tests/ $(PKGS); rest=$$?; \
+	  wait $$waiting && wait $$races && [ $$rest -eq 0 ] && \
 	  echo "$(GO) test -race -count=1 -run '$(ALONE)' $$guard ./providers/   # real deadlines: alone" && \
 	  $(GO) test -race -count=1 -run '$(ALONE)' $$guard ./providers/ && \
 	  echo "$(GO) test -count=1 -run MemoryIsLinear $$guard ./skuld/render/   # byte counts: not under -race" && \

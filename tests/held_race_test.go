@@ -154,7 +154,10 @@ func (rr *raceRound) check(t *testing.T) {
 func TestHeldChangeRacingDispatch(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
-		s := startHeld(t, driver, nil)
+		// Each 2 MB send to the relay must outlast a busy machine (make
+		// test): with the base SMTP_TIMEOUT of 15 s, sends whose
+		// reschedule answered 409 ended failed, timed out, not sent.
+		s := startHeld(t, driver, func(c *config.Config) { c.SMTPTimeout, c.SendTimeout = 5*time.Minute, 5*time.Minute })
 		inbox := s.createInbox(t, "racer")
 		tally := map[string]map[int]int{"reschedule": {}, "cancel": {}}
 		for round := range 2 {
