@@ -27,11 +27,12 @@ build:
 ## each kind in a `go test` of its own beside the rest: in the main run they waited for a parallel
 ## slot behind shorter tests and ended last. WAITING spend minutes waiting on real time in server
 ## processes (River's rescuer, leases, a real minute) with little CPU, and MCP's 11 MB of answers,
-## whose assertions are sizes, not times: all at once. RACES race changes against the dispatch of
-## 2 MB messages: one at a time (three heavy tests at once, beside the rest, made load 12 on two
-## cores, and their sends timed out). The main run lists ./tests first, its longest package,
-## and runs -parallel 4: the rest of the suite is bound by the two cores, and more at once only
-## slows the tests that time real deadlines. Then the tests that count
+## whose assertions are sizes, not times: eight at a time (twelve held 58 PostgreSQL connections
+## with the rest). RACES race changes against the dispatch of 2 MB messages: one at a time (three
+## heavy tests at once, beside the rest, made load 12 on two cores, and their sends timed out).
+## The main run lists ./tests first, its longest package, and runs -parallel 4: the rest of the
+## suite is bound by the two cores, and more at once only slows the tests that time real
+## deadlines. Then the tests that count
 ## allocated bytes run once more without -race, under which sync.Pool drops items at random.
 ## The two SMTP tests that time real deadlines (ALONE) run after the suite, on their own: beside
 ## the end-to-end package they were starved past their slack (CI of 05fed0e).
@@ -48,8 +49,8 @@ test:
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-chromium.sh
 	@guard=$$(./scripts/netguard.sh --exec-flag) || exit 1; \
-	  echo "$(GO) test -race -count=1 -parallel 12 -timeout 25m -run '$(WAITING)' $$guard ./tests/   # beside the rest"; \
-	  $(GO) test -race -count=1 -parallel 12 -timeout 25m -run '$(WAITING)' $$guard ./tests/ & waiting=$$!; \
+	  echo "$(GO) test -race -count=1 -parallel 8 -timeout 25m -run '$(WAITING)' $$guard ./tests/   # beside the rest"; \
+	  $(GO) test -race -count=1 -parallel 8 -timeout 25m -run '$(WAITING)' $$guard ./tests/ & waiting=$$!; \
 	  echo "$(GO) test -race -count=1 -parallel 1 -timeout 25m -run '$(RACES)' $$guard ./tests/   # beside the rest"; \
 	  $(GO) test -race -count=1 -parallel 1 -timeout 25m -run '$(RACES)' $$guard ./tests/ & races=$$!; \
 	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(RACES)|$(ALONE)' $$guard ./tests/ $(PKGS)"; \
