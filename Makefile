@@ -28,12 +28,12 @@ build:
 ## slot behind shorter tests and ended last. WAITING spend minutes waiting on real time in server
 ## processes (River's rescuer, leases, a real minute) with little CPU, and MCP's 11 MB of answers,
 ## whose assertions are sizes, not times: five at a time (twelve held 58 PostgreSQL connections
-## with the rest, eight 56; each server process may keep 4). RACES race changes against the dispatch of 2 MB messages: one at a time (three
-## heavy tests at once, beside the rest, made load 12 on two cores, and their sends timed out).
-## The main run lists ./tests first, its longest package, and runs -parallel 4: the rest of the
-## suite is bound by the two cores, and more at once only slows the tests that time real
-## deadlines. Then the tests that count
-## allocated bytes run once more without -race, under which sync.Pool drops items at random.
+## with the rest, eight 56; each server process may keep 4). RACES race changes against the
+## dispatch of 2 MB messages: one at a time (three heavy tests at once, beside the rest, made load
+## 12 on two cores, and their sends timed out). The main run lists ./tests first, its longest
+## package, and runs -parallel 4: the rest of the suite is bound by the two cores, and more at
+## once only slows the tests that time real deadlines. Then the tests that count allocated bytes
+## run once more without -race, under which sync.Pool drops items at random.
 ## The two SMTP tests that time real deadlines (ALONE) run after the suite, on their own: beside
 ## the end-to-end package they were starved past their slack (CI of 05fed0e).
 ## The race detector instruments our code and every Go library but modernc's SQLite and libc: C
