@@ -1,8 +1,8 @@
 // Package tcpproxy puts a TCP proxy on loopback in front of a real server
 // (PostgreSQL, Redis, an SMTP relay), so that a test can make the peer slow
-// or unreachable the way a network does: Stall holds every byte in both
-// directions for a while, Cut drops every connection and refuses new ones
-// until Heal. The server itself is never mocked.
+// or unreachable the way a network does: Hold holds every byte in both
+// directions until the test resumes it, Cut drops every connection and
+// refuses new ones until Heal. The server itself is never mocked.
 package tcpproxy
 
 import (
@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // Proxy forwards connections to one target. It is safe for concurrent use.
@@ -18,11 +17,11 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu         sync.Mutex
-	stallUntil time.Time
-	cut        bool
-	conns      map[net.Conn]struct{}
-	wg         sync.WaitGroup
+	mu    sync.Mutex
+	held  chan struct{} // closed when a Hold ends; nil when none
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
 }
 
 // Start listens on 127.0.0.1:0 and forwards to target ("host:port", or a
@@ -44,12 +43,25 @@ func Start(t testing.TB, target string) *Proxy {
 // Addr is the proxy's "host:port".
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Stall holds every byte, both ways, on every connection, for d from now:
-// the peer looks alive but answers nothing.
-func (p *Proxy) Stall(d time.Duration) {
+// Hold holds every byte, both ways, on every connection, until resume is
+// called: the peer looks alive but answers nothing, for exactly as long as
+// the test says and not for a time a loaded machine may outlast.
+func (p *Proxy) Hold() (resume func()) {
 	p.mu.Lock()
-	p.stallUntil = time.Now().Add(d)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+	return p.resume
+}
+
+func (p *Proxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
+	}
 }
 
 // Cut closes every connection and refuses new ones until Heal: the peer is
@@ -74,6 +86,7 @@ func (p *Proxy) Heal() {
 
 func (p *Proxy) close() {
 	_ = p.ln.Close()
+	p.resume()
 	p.Cut()
 	p.wg.Wait()
 }
@@ -126,7 +139,7 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-// pipe copies src to dst, holding each chunk while the proxy is stalled.
+// pipe copies src to dst, holding each chunk while the proxy is held.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	defer dst.Close()
@@ -135,7 +148,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.waitStall()
+			p.waitHeld()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -146,14 +159,14 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-func (p *Proxy) waitStall() {
+func (p *Proxy) waitHeld() {
 	for {
 		p.mu.Lock()
-		d := time.Until(p.stallUntil)
+		held := p.held
 		p.mu.Unlock()
-		if d <= 0 {
+		if held == nil {
 			return
 		}
-		time.Sleep(d)
+		<-held
 	}
 }

@@ -48,7 +48,7 @@ func TestConformance(t *testing.T) {
 			Lose: func() {
 				exec(t, db, `DELETE FROM pgthrottle_present; DELETE FROM pgthrottle_buckets; DELETE FROM pgthrottle_flights`)
 			},
-			Stall:  proxy.Stall,
+			Stall:  proxy.Hold,
 			Shared: true,
 		}
 	})

@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 			Advance: func(d time.Duration) { clock.Advance(d); shift(t, rdb, tag, d) },
 			Margin:  shared.DefaultLeaseMargin,
 			Lose:    func() { deleteAll(t, rdb, tag) },
-			Stall:   proxy.Stall,
+			Stall:   proxy.Hold,
 			Shared:  true,
 		}
 	})

@@ -80,17 +80,21 @@ func testSpares(t *testing.T, b throttletest.Backend) {
 		t.Fatalf("another server sees %d in flight, want the %d gathered commits and spares", held+sent, sent)
 	}
 	if b.Stall != nil {
-		b.Stall(2 * time.Second) // the backend answers nothing for a while
+		resume := b.Stall() // the backend answers nothing until resumed
 		var tickets []throttle.Ticket
 		for range held {
-			c, cancel := context.WithTimeout(ctx, time.Second)
+			// A caller that needed the backend would wait for its
+			// deadline: a bound on the hang, not a measure of speed.
+			c, cancel := context.WithTimeout(ctx, 30*time.Second)
 			tk, err := th.Reserve(c, throttle.Request{Lease: lease})
 			cancel()
 			if err != nil {
+				resume()
 				t.Fatalf("with the backend stalled and %d spares held: %v, want admitted from a spare", held, err)
 			}
 			tickets = append(tickets, tk)
 		}
+		resume()
 		for _, tk := range tickets {
 			commit(t, tk)
 			sent++

@@ -29,12 +29,7 @@ type memDriver struct {
 	settleFails int
 	seq         int64
 	scopes      map[string]*memScope // "" is the global scope
-	// A stall ends when stallReal has passed in real time (the
-	// conformance suite's callers give up on a real clock), or stallMono
-	// on the test's clock, whichever comes first.
-	stallReal time.Time
-	stallMono time.Duration
-	wake      chan struct{} // closed when the test's clock moves
+	held        chan struct{}        // closed when a stall ends; nil when none
 }
 
 // memScope is one scope's buckets (by width, then index) and flights.
@@ -47,7 +42,7 @@ var widths = [2]int64{int64(time.Second), int64(time.Minute)}
 var spans = [2]int64{int64(time.Minute), int64(time.Hour)}
 
 func newMemDriver(c clock.Clock) *memDriver {
-	return &memDriver{clock: c, scopes: map[string]*memScope{}, wake: make(chan struct{})}
+	return &memDriver{clock: c, scopes: map[string]*memScope{}}
 }
 
 func (d *memDriver) Name() string { return "memory-driver" }
@@ -55,17 +50,24 @@ func (d *memDriver) Name() string { return "memory-driver" }
 // Advance lets dur pass on the clock, the backend's too.
 func (d *memDriver) Advance(dur time.Duration) {
 	d.clock.(*clocktest.Clock).Advance(dur)
-	d.mu.Lock()
-	close(d.wake)
-	d.wake = make(chan struct{})
-	d.mu.Unlock()
 }
 
-// Stall makes the backend answer nothing for dur, as a slow network does.
-func (d *memDriver) Stall(dur time.Duration) {
+// Stall makes the backend answer nothing until resume, as a slow network
+// does.
+func (d *memDriver) Stall() (resume func()) {
 	d.mu.Lock()
-	d.stallReal, d.stallMono = time.Now().Add(dur), d.clock.Mono()+dur
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	if d.held == nil {
+		d.held = make(chan struct{})
+	}
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.held != nil {
+			close(d.held)
+			d.held = nil
+		}
+	}
 }
 
 // Lose makes the whole state vanish.
@@ -87,21 +89,16 @@ func (d *memDriver) LosePart(part string) {
 func (d *memDriver) lock(ctx context.Context) (int64, error) {
 	for {
 		d.mu.Lock()
-		left := time.Until(d.stallReal)
-		if left <= 0 || d.clock.Mono() >= d.stallMono {
+		held := d.held
+		if held == nil {
 			return d.clock.Now().UnixNano(), nil
 		}
-		wake := d.wake
 		d.mu.Unlock()
-		timer := time.NewTimer(left)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return 0, ctx.Err()
-		case <-wake:
-		case <-timer.C:
+		case <-held:
 		}
-		timer.Stop()
 	}
 }
 

@@ -49,9 +49,11 @@ type Backend struct {
 	// Lose makes the backend's state vanish, as a flushed Redis; set on a
 	// shared backend.
 	Lose func()
-	// Stall makes the backend answer nothing for d from now, as a slow
-	// network or a busy server does; nil where admission never waits.
-	Stall func(d time.Duration)
+	// Stall makes the backend answer nothing until resume is called, as a
+	// slow network or a busy server does; nil where admission never waits.
+	// A gate, not a duration: a case judges what happened while the
+	// backend was silent, which a loaded machine cannot blur.
+	Stall func() (resume func())
 	// Shared reports state that outlives a throttle: the cases of
 	// restarts, reclaimed leases and lost state run only then. The
 	// in-memory backend keeps its state in the process; its
