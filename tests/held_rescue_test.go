@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+	"github.com/nornweave/nornweave/skuld/hold"
 )
 
 // Held mail whose job a killed server held (issue 26): another server, or
@@ -162,27 +164,49 @@ func scheduleMany(t *testing.T, d doomed, n int, least time.Duration) (map[strin
 	return ids, at
 }
 
-// sentOnceEach waits until rescueWait after since (the kill of dead, or
-// its restart) for every message of ids (recipient → id) to leave
-// scheduled, queued and sending, as s lists dead's inbox, then checks that
-// each reached dead's relay exactly once and reads sent; all but the one on
-// the wire at the kill (one SMTP connection), which may have reached it
-// once or not at all and read failed, "delivery unknown". It returns the
-// deliveries to ids in the order the relay received them.
+// sentOnceEach checks that every message of ids (recipient → id) of
+// dead's inbox was taken up again within rescueWait after since (the kill
+// of dead, or its restart): by then each has left scheduled, queued and
+// sending, as s lists it, or s has logged that it took up its job or its
+// inbox's lane job again (hold.TakenUpAgain), which is what the rescue
+// bound promises. The sends then take what the machine gives them, one
+// SMTP connection behind another: that wait is bounded only against a
+// hang. Then it checks that each reached dead's relay exactly once and
+// reads sent; all but the one on the wire at the kill (one SMTP
+// connection), which may have reached it once or not at all and read
+// failed, "delivery unknown". It returns the deliveries to ids in the
+// order the relay received them.
 func sentOnceEach(t *testing.T, s *proc, dead doomed, ids map[string]string, since time.Time) []smtptest.Message {
 	t.Helper()
 	const onWire = 1
 	var byID map[string]map[string]any
-	settled := waitUntil(time.Until(since.Add(rescueWait())), func() bool {
+	held := func() []string {
 		byID = messagesByID(t, s, dead.inbox)
+		var left []string
 		for _, id := range ids {
 			switch byID[id]["status"] {
 			case "scheduled", "queued", "sending":
-				return false
+				left = append(left, id)
 			}
 		}
-		return true
-	})
+		return left
+	}
+	bound := since.Add(rescueWait())
+	settled := waitUntil(time.Until(bound), func() bool { return len(held()) == 0 })
+	if !settled {
+		taken := takenUpBy(t, s, bound)
+		var late []string
+		for _, id := range held() {
+			if !taken[id] && !taken[dead.inbox] {
+				late = append(late, id)
+			}
+		}
+		if len(late) > 0 {
+			t.Errorf("%v after %v, %d held messages not taken up again: %v", rescueWait(), since.Format(time.StampMilli), len(late), late)
+		}
+		// A bound on a hang, not a measure of speed.
+		settled = waitUntil(3*time.Minute, func() bool { return len(held()) == 0 })
+	}
 	counts := map[any]int{}
 	for _, id := range ids {
 		counts[byID[id]["status"]]++
@@ -218,6 +242,26 @@ func sentOnceEach(t *testing.T, s *proc, dead doomed, ids map[string]string, sin
 			got[len(got)-1].Received.Sub(since).Round(time.Second), rescueWait()-rescueSlack)
 	}
 	return got
+}
+
+// takenUpBy reads from s's log the message and inbox ids of the
+// held-message jobs it took up again (hold.TakenUpAgain) by at.
+func takenUpBy(t *testing.T, s *proc, at time.Time) map[string]bool {
+	t.Helper()
+	taken := map[string]bool{}
+	for _, line := range strings.Split(s.log.String(), "\n") {
+		var l struct {
+			Time      time.Time `json:"time"`
+			Msg       string    `json:"msg"`
+			MessageID string    `json:"message_id"`
+			InboxID   string    `json:"inbox_id"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != hold.TakenUpAgain || l.Time.After(at) {
+			continue
+		}
+		taken[l.MessageID+l.InboxID] = true
+	}
+	return taken
 }
 
 // messagesByID lists inbox's messages on s, by id.

@@ -370,8 +370,8 @@ func (a *App) closeAll() error {
 
 // HeldRescueBound is the longest held mail whose job a server held when it
 // died (kill -9, a lost machine) waits before another server, or the same
-// one restarted, sends it (hold.RescueBound, from the longest lease with
-// cfg).
+// one restarted, takes the job up again and sends it, behind what else it
+// has to send (hold.RescueBound, from the longest lease with cfg).
 func HeldRescueBound(cfg config.Config) time.Duration {
 	return hold.RescueBound(budgetOf(cfg).Lease(largestMessage(cfg)))
 }

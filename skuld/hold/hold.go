@@ -362,7 +362,8 @@ type dueWorker struct {
 func (w *dueWorker) Timeout(*river.Job[dueArgs]) time.Duration { return w.timeout }
 
 func (w *dueWorker) Work(ctx context.Context, job *river.Job[dueArgs]) error {
-	return result(w.q.d.dispatchDue(ctx, job.Args.MessageID, job.Args.Due, rescued(job.JobRow)))
+	again := w.q.again(ctx, job.JobRow, slog.String("message_id", job.Args.MessageID))
+	return result(w.q.d.dispatchDue(ctx, job.Args.MessageID, job.Args.Due, again))
 }
 
 // laneWorker runs an inbox's lane job.
@@ -387,12 +388,25 @@ func (w *laneWorker) Work(ctx context.Context, job *river.Job[laneArgs]) error {
 		}
 		return wrap(err, "complete lane job")
 	}
-	return result(w.q.d.dispatchLane(ctx, job.Args.InboxID, rescued(job.JobRow), end))
+	again := w.q.again(ctx, job.JobRow, slog.String("inbox_id", job.Args.InboxID))
+	return result(w.q.d.dispatchLane(ctx, job.Args.InboxID, again, end))
 }
 
-// rescued says a job ran before without finishing: its run failed, or its
-// server died and River's rescuer gave it back. A snooze is no attempt.
-func rescued(job *rivertype.JobRow) bool { return job.Attempt > 1 }
+// again says a job ran before without finishing: its run failed, or its
+// server died and River's rescuer gave it back (a snooze is no attempt).
+// It logs that the job is taken up again: after a crash, the moment that
+// RescueBound bounds, whatever the server then has to send before it.
+func (q *Queue) again(ctx context.Context, job *rivertype.JobRow, about slog.Attr) bool {
+	if job.Attempt <= 1 {
+		return false
+	}
+	q.logger.InfoContext(ctx, TakenUpAgain, about, slog.Int("attempt", job.Attempt))
+	return true
+}
+
+// TakenUpAgain is the message of the log line of a held-message job run
+// again after a run that did not finish.
+const TakenUpAgain = "held-message job taken up again after a run that did not finish"
 
 // result maps a dispatch's step to what River does with the job.
 func result(s step, err error) error {
@@ -432,7 +446,9 @@ func JobTimeout(longestLease time.Duration) time.Duration {
 }
 
 // RescueBound is the longest a held message whose job a dead server held
-// waits before a live server (or the same one restarted) dispatches it:
+// waits before a live server (or the same one restarted) takes the job up
+// again (it logs TakenUpAgain) and dispatches it, behind whatever else
+// that server has to send:
 // the job's timeout, River's rescuer's interval, the dead leader's
 // leadership when it was the leader, and River's scheduler, which makes
 // the rescued job available.
