@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 		clock := clocktest.New(start)
 		return throttletest.Backend{
 			New: func(o throttletest.Options) throttle.Throttle {
-				th := pgthrottle.New(pool(t, url), shared.Options{Global: o.Global, Inbox: o.Inbox,
+				th := pgthrottle.New(pool(t, url), shared.Options{Global: o.Global, Inbox: o.Inbox, CallTimeout: throttletest.CallTimeout,
 					Clock: clock, SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
 				t.Cleanup(func() { _ = th.Close(context.Background()) })
 				return th

@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 				opts.Addr = proxy.Addr()
 				c := redis.NewClient(&opts)
 				t.Cleanup(func() { c.Close() })
-				th := redisthrottle.New(c, prefix, shared.Options{Global: o.Global,
+				th := redisthrottle.New(c, prefix, shared.Options{Global: o.Global, CallTimeout: throttletest.CallTimeout,
 					Inbox: o.Inbox, Clock: clock, SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
 				t.Cleanup(func() { _ = th.Close(context.Background()) })
 				return th

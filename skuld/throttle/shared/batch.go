@@ -17,9 +17,10 @@ import (
 // defaultMaxBatch bounds the admissions one call to the backend makes.
 const defaultMaxBatch = 64
 
-// batchTimeout bounds one call; the callers' own contexts do not, since
-// one client going away must not fail the others' admissions.
-const batchTimeout = 5 * time.Second
+// DefaultCallTimeout bounds one call to the backend (Options.CallTimeout);
+// the callers' own contexts do not, since one client going away must not
+// fail the others' admissions.
+const DefaultCallTimeout = 5 * time.Second
 
 // errClosed refuses an admission after Close.
 var errClosed = errors.New("throttle closed")
@@ -156,7 +157,7 @@ func (s *Throttle) sendBatch(batch []*asking) {
 	for i, e := range entries {
 		asks[i] = e.ask
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout)
 	defer cancel()
 	asked := s.clock.Mono()
 	b, err := s.d.Reserve(ctx, global, asks)

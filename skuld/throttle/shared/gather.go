@@ -39,10 +39,11 @@ const hotFor = 2 * time.Second
 // Its goroutine is started by newGatherer and stopped by close, which
 // sends what is pending first.
 type gatherer struct {
-	d      throttledriver.Driver
-	clock  clock.Clock
-	delay  time.Duration
-	logger *slog.Logger
+	d       throttledriver.Driver
+	clock   clock.Clock
+	delay   time.Duration
+	timeout time.Duration // of a flush's call
+	logger  *slog.Logger
 
 	mu      sync.Mutex
 	pending []*held // in the order made; those in transit stay until the backend took them
@@ -63,11 +64,11 @@ type held struct {
 	call uint64
 }
 
-func newGatherer(d throttledriver.Driver, c clock.Clock, delay time.Duration, logger *slog.Logger) *gatherer {
+func newGatherer(d throttledriver.Driver, c clock.Clock, delay, timeout time.Duration, logger *slog.Logger) *gatherer {
 	if delay == 0 {
 		delay = DefaultSettleDelay
 	}
-	g := &gatherer{d: d, clock: c, delay: delay, logger: logger,
+	g := &gatherer{d: d, clock: c, delay: delay, timeout: timeout, logger: logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go g.run()
 	return g
@@ -106,7 +107,7 @@ func (g *gatherer) run() {
 			return
 		case <-time.After(g.delay):
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 		err := g.flush(ctx)
 		cancel()
 		if err != nil {

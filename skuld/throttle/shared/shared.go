@@ -41,6 +41,11 @@ type Options struct {
 	// 64. 1 sends each admission alone (what batching saves is measured
 	// against that).
 	MaxBatch int
+	// CallTimeout bounds one call to the backend (a batch of admissions, a
+	// flush of gathered commits); 0: DefaultCallTimeout. A flush given up
+	// is not sent again (the backend may have applied it): its sends count
+	// at their deadlines, the safe side.
+	CallTimeout time.Duration
 	// Rebuild reads the durable send record a lost state is rebuilt from
 	// (the database's send_log). Nil: a lost state is rebuilt empty.
 	Rebuild func(context.Context) (throttledriver.Record, error)
@@ -77,12 +82,13 @@ type Throttle struct {
 	logger  *slog.Logger
 	limits  atomic.Pointer[[2]throttle.Limits] // global, inbox default
 
-	adm      admissions
-	maxBatch int
-	gather   *gatherer
-	spares   *spares
-	hotUntil atomic.Int64 // local mono ns; see gatherer
-	seen     atomic.Bool  // the state was found present since start
+	adm         admissions
+	maxBatch    int
+	callTimeout time.Duration
+	gather      *gatherer
+	spares      *spares
+	hotUntil    atomic.Int64 // local mono ns; see gatherer
+	seen        atomic.Bool  // the state was found present since start
 
 	recovering sync.Mutex
 	closeOnce  sync.Once
@@ -109,10 +115,13 @@ func New(d throttledriver.Driver, o Options) *Throttle {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = defaultMaxBatch
 	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
 	s := &Throttle{d: d, clock: o.Clock, margin: o.LeaseMargin, rebuild: o.Rebuild, logger: o.Logger,
-		maxBatch: o.MaxBatch}
+		maxBatch: o.MaxBatch, callTimeout: o.CallTimeout}
 	s.limits.Store(&[2]throttle.Limits{o.Global, o.Inbox})
-	s.gather = newGatherer(d, o.Clock, o.SettleDelay, o.Logger)
+	s.gather = newGatherer(d, o.Clock, o.SettleDelay, o.CallTimeout, o.Logger)
 	s.spares = newSpares(s)
 	return s
 }

@@ -37,7 +37,7 @@ func memBackend(t *testing.T) throttletest.Backend {
 	d.present = true // as a backend some server has written to
 	return throttletest.Backend{
 		New: func(o throttletest.Options) throttle.Throttle {
-			th := shared.New(d, shared.Options{Global: o.Global, Inbox: o.Inbox, Clock: d.clock,
+			th := shared.New(d, shared.Options{Global: o.Global, Inbox: o.Inbox, Clock: d.clock, CallTimeout: throttletest.CallTimeout,
 				SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
 			t.Cleanup(func() { _ = th.Close(context.Background()) })
 			return th

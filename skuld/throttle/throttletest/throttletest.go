@@ -111,6 +111,14 @@ var ctx = context.Background()
 
 const lease = 10 * time.Second
 
+// CallTimeout is what a backend's New gives the shared throttle's
+// CallTimeout: a bound on a hang. The cases run on a fake clock, but a call
+// to the backend is timed on the real one, and a flush of gathered commits
+// given up is not sent again (the safe side): at the default 5 s, a loaded
+// run lost a commit that way, and RoomAfter read 45.9 s (the send counted
+// at its deadline) where 40 to 41 were due.
+const CallTimeout = time.Minute
+
 func newThrottle(b Backend, global, inbox throttle.Limits) throttle.Throttle {
 	return b.New(Options{Global: global, Inbox: inbox})
 }
