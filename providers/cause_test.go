@@ -33,7 +33,10 @@ func TestCauseOfSMTPFailures(t *testing.T) {
 		opts  []smtptest.Option
 		setup func(*smtptest.Server, *SMTPConfig)
 		// send runs the failing send; nil sends simpleMessage(1) with a
-		// deadline of 2 s.
+		// deadline of 30 s. The client's Timeout is 30 s too: bounds on a
+		// hang, far from the cases' causes (at 2 s, an implicit TLS
+		// handshake under a loaded make test timed out before it could
+		// fail as untrusted); the timeout cases set their own.
 		send func(*testing.T, *SMTP) error
 		want string
 	}{
@@ -91,7 +94,7 @@ func TestCauseOfSMTPFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := smtptest.Start(t, tt.opts...)
 			p := newTestSMTP(t, s, func(c *SMTPConfig) {
-				c.Timeout = 2 * time.Second
+				c.Timeout = 30 * time.Second
 				if tt.setup != nil {
 					tt.setup(s, c)
 				}
@@ -99,7 +102,7 @@ func TestCauseOfSMTPFailures(t *testing.T) {
 			send := tt.send
 			if send == nil {
 				send = func(t *testing.T, p *SMTP) error {
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
 					_, err := p.Send(ctx, simpleMessage(1))
 					return err

@@ -30,8 +30,11 @@ type config struct {
 	readTimeout time.Duration
 }
 
+// defaultTimeout is the server's read and write timeout.
+const defaultTimeout = 5 * time.Minute
+
 // WithReadTimeout sets how long the server waits for a client's next
-// bytes (default 30 s). smtptest's own tests shorten it.
+// bytes (default 5 min). smtptest's own tests shorten it.
 func WithReadTimeout(d time.Duration) Option { return func(c *config) { c.readTimeout = d } }
 
 // WithSTARTTLS advertises STARTTLS with a self-signed certificate generated
@@ -87,11 +90,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 	srv.Domain = "smtptest.localhost"
 	srv.MaxRecipients = 1000
 	srv.MaxMessageBytes = 64 << 20
-	// Long enough for a message of a few MiB under the race detector
-	// (go-smtp reads the data byte by byte): the read deadline is set once,
-	// before DATA, and covers the whole message.
-	srv.ReadTimeout = cmp.Or(cfg.readTimeout, 30*time.Second)
-	srv.WriteTimeout = 30 * time.Second
+	// A bound on a hang, not a measure of speed: the read deadline is set
+	// once, before DATA, and covers the whole message, which go-smtp reads
+	// byte by byte. At 30 s a 2 MB message from a client starved by a
+	// loaded make test (race detector, load 10) was cut off mid-DATA, and
+	// a held send that had nothing wrong with it failed.
+	srv.ReadTimeout = cmp.Or(cfg.readTimeout, defaultTimeout)
+	srv.WriteTimeout = defaultTimeout
 	// Without TLS go-smtp refuses AUTH; tests of plain-mode AUTH need it.
 	srv.AllowInsecureAuth = true
 	srv.ErrorLog = tbLogger{t}
