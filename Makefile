@@ -88,7 +88,9 @@ bench:
 ## fuzz: each fuzz target in turn for FUZZTIME (default 60s), one worker at a time; the corpora
 ## under testdata/fuzz are replayed by make test as ordinary tests
 FUZZTIME ?= 60s
-FUZZ_TARGETS := ./api:FuzzDecodeSend ./api:FuzzStrictJSON ./skuld:FuzzAddressFilter ./providers:FuzzBuildMIME ./skuld/render:FuzzMarkdown
+FUZZ_TARGETS := ./api:FuzzDecodeSend ./api:FuzzStrictJSON ./skuld:FuzzAddressFilter ./providers:FuzzBuildMIME ./skuld/render:FuzzMarkdown \
+  ./providers/webhook:FuzzParseResend ./providers/webhook:FuzzParseSendGrid ./providers/webhook:FuzzParseMailgun \
+  ./providers/webhook:FuzzParseSES
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
