@@ -31,8 +31,9 @@ type Mailgun struct {
 	mg  *mailgun.MailgunImpl
 	now func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]time.Time // token → its signed time
+	mu     sync.Mutex
+	seen   map[string]time.Time // token → its signed time
+	pruned time.Time            // when seen was last swept
 }
 
 // NewMailgun returns a verifier for the signing key; now is the clock.
@@ -76,7 +77,9 @@ func (m *Mailgun) remember(token string, signed, now time.Time) error {
 	if _, ok := m.seen[token]; ok {
 		return refuse("mailgun", "token seen before (a replay)")
 	}
-	if len(m.seen) >= maxTokens/2 {
+	// A sweep reads every token: once a second at most, not per request.
+	if len(m.seen) >= maxTokens/2 && now.Sub(m.pruned) >= time.Second {
+		m.pruned = now
 		for t, at := range m.seen {
 			if now.Sub(at) > Tolerance || at.Sub(now) > Tolerance {
 				delete(m.seen, t)
