@@ -13,8 +13,8 @@ import (
 // A held message (scheduled, or queued when throttled) is recorded when it
 // is accepted, and sent later by package hold's jobs. Its send takes the
 // steps of a direct send in the Sender, which owns the filter, the
-// throttle, the provider and the drain: AdmitHeld (the domain filter, then
-// a slot in the throttle), Admission.Deliver (the provider, with retries),
+// throttle, the provider and the drain: AdmitHeld (the domain filter and the
+// suppression list, then a slot in the throttle), Admission.Deliver (the provider, with retries),
 // Release or Conclude (the slot settled by the provider's answer), and Done
 // once the outcome is recorded. Package hold claims and records the
 // message around them.
@@ -39,11 +39,12 @@ type Admission struct {
 // AdmitHeld admits the send of held message m, recorded already, from
 // inbox to req's recipients: the domain filter as it is now, then a slot in
 // the throttle's windows for m's size. Errors: *BlockedError (the filter
-// now refuses a recipient), ErrShuttingDown, *throttle.RateLimitedError
+// now refuses a recipient), *SuppressedError (a recipient is now on the
+// suppression list), ErrShuttingDown, *throttle.RateLimitedError
 // (the windows are full: nothing taken), or the throttle's failure to
 // answer.
 func (s *Sender) AdmitHeld(ctx context.Context, m *store.Message, inbox *store.Inbox, req SendRequest) (*Admission, error) {
-	if err := s.checkDomains(ctx, req); err != nil {
+	if err := s.screen(ctx, req); err != nil {
 		return nil, err
 	}
 	id, ok := s.enter(m.Size)

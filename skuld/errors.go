@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/nornweave/nornweave/store"
 )
 
 // ErrShuttingDown refuses a send that arrives after Shutdown began.
@@ -24,4 +26,22 @@ type BlockedError struct {
 
 func (e *BlockedError) Error() string {
 	return "Recipient domain(s) blocked by outbound policy: " + strings.Join(e.Domains, ", ")
+}
+
+// SuppressedError is a send refused because recipients (to, cc or bcc) are
+// on the suppression list: it took no slot in any window.
+type SuppressedError struct {
+	Suppressed []store.Suppression // in the request's order, one per address
+}
+
+// SuppressedCode is the code a suppressed send is refused with, and the
+// prefix of the error a held message records when it fails so.
+const SuppressedCode = "recipient_suppressed"
+
+func (e *SuppressedError) Error() string {
+	parts := make([]string, len(e.Suppressed))
+	for i, sp := range e.Suppressed {
+		parts[i] = sp.Email + " (" + sp.Reason + ")"
+	}
+	return "Recipient(s) on the suppression list: " + strings.Join(parts, ", ")
 }

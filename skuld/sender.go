@@ -35,6 +35,9 @@ type Store interface {
 	// it waits for the provider, and that it no longer does (handover).
 	MarkSendWaiting(ctx context.Context, id string) error
 	MarkSendHandedOver(ctx context.Context, id string) error
+	// Suppressed returns the suppressions of those of emails (canonical)
+	// on the suppression list.
+	Suppressed(ctx context.Context, emails []string) ([]store.Suppression, error)
 }
 
 // Provider delivers one prepared message and returns the provider's id for it.
@@ -182,7 +185,7 @@ func InboxOverride(in *store.Inbox) throttle.Override {
 }
 
 // Send sends one message: admit, then deliver. Errors are *NotFoundError,
-// *BlockedError, *throttle.RateLimitedError, *throttle.UnavailableError,
+// *BlockedError, *SuppressedError, *throttle.RateLimitedError, *throttle.UnavailableError,
 // ErrShuttingDown, the ctx's error (the client went away before the
 // message was recorded: nothing was taken or sent), or a storage failure;
 // Result.Inbox says by which inbox it was judged, with an error too.
@@ -248,7 +251,7 @@ type admission struct {
 
 // admit judges req by its inbox (req.Inbox, a copy that may be out of
 // date on a shared database, or read here) — the thread it answers, the
-// domain filter, the inbox's lane, the throttle — and records the message
+// domain filter and the suppression list, the inbox's lane, the throttle — and records the message
 // as sending with its slot, or holds it as queued. With
 // store.ErrInboxChanged nothing was recorded or taken: judge again.
 func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) {
@@ -261,7 +264,7 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 	if err != nil {
 		return adm, err
 	}
-	if err := s.checkDomains(ctx, req); err != nil {
+	if err := s.screen(ctx, req); err != nil {
 		return adm, err
 	}
 	queue := req.QueueOnThrottle && s.o.Hold != nil
@@ -426,6 +429,40 @@ func (s *Sender) loadThread(ctx context.Context, req SendRequest, inbox *store.I
 func inboxGone(err error) bool {
 	var nf *NotFoundError
 	return errors.As(err, &nf) && nf.Kind == "Inbox"
+}
+
+// screen refuses a send the domain filter blocks (*BlockedError), or one
+// to a recipient on the suppression list (*SuppressedError): before the
+// throttle, so that neither takes a slot.
+func (s *Sender) screen(ctx context.Context, req SendRequest) error {
+	if err := s.checkDomains(ctx, req); err != nil {
+		return err
+	}
+	return s.checkSuppressed(ctx, req)
+}
+
+// checkSuppressed refuses a send to any recipient, to, cc or bcc, on the
+// suppression list. Reply-To receives nothing from us: it is not checked.
+func (s *Sender) checkSuppressed(ctx context.Context, req SendRequest) error {
+	keys := make([]string, 0, len(req.To)+len(req.Cc)+len(req.Bcc))
+	for _, list := range [][]address.Address{req.To, req.Cc, req.Bcc} {
+		for _, a := range list {
+			if k := a.Key(); !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	found, err := s.o.Store.Suppressed(ctx, keys)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	slices.SortFunc(found, func(a, b store.Suppression) int {
+		return slices.Index(keys, a.Email) - slices.Index(keys, b.Email)
+	})
+	for _, sp := range found {
+		s.o.Logger.InfoContext(ctx, "recipient suppressed", slog.String("email", sp.Email), slog.String("reason", sp.Reason))
+	}
+	return &SuppressedError{Suppressed: found}
 }
 
 // checkDomains applies the outbound domain policy to every recipient and to

@@ -32,6 +32,8 @@ type memStore struct {
 	// "handed over <id>"; marked, when set, is told each.
 	marks  []string
 	marked func(string)
+	// suppressed is the suppression list, by canonical address.
+	suppressed map[string]store.Suppression
 }
 
 func newMemStore() *memStore {
@@ -108,6 +110,18 @@ func (s *memStore) MarkSendWaiting(_ context.Context, id string) error {
 
 func (s *memStore) MarkSendHandedOver(_ context.Context, id string) error {
 	return s.mark(id, "handed over", false)
+}
+
+func (s *memStore) Suppressed(_ context.Context, emails []string) ([]store.Suppression, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Suppression
+	for _, e := range emails {
+		if sp, ok := s.suppressed[e]; ok {
+			out = append(out, sp)
+		}
+	}
+	return out, nil
 }
 
 func (s *memStore) mark(id, what string, waiting bool) error {
@@ -270,10 +284,23 @@ func TestSendStopsEarly(t *testing.T) {
 				var b *BlockedError
 				return errors.As(err, &b) && b.Error() == "Recipient domain(s) blocked by outbound policy: evil.test"
 			}},
+		// Checked in canonical form, in the request's order, once per
+		// address; Reply-To is not a recipient.
+		{"suppressed cc and bcc", SendRequest{InboxID: "ib1", To: address.MustParseList("a@x.test"), Cc: address.MustParseList("Gone@X.test"),
+			Bcc: address.MustParseList("spam@y.test", "gone@x.test"), ReplyTo: address.MustParseList("manual@x.test"), Subject: "s"},
+			func(err error) bool {
+				var sp *SuppressedError
+				return errors.As(err, &sp) && sp.Error() == "Recipient(s) on the suppression list: gone@x.test (bounce), spam@y.test (complaint)"
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, p := newMemStore(), &fakeProvider{}
+			st.suppressed = map[string]store.Suppression{
+				"spam@y.test":   {Email: "spam@y.test", Reason: store.ReasonComplaint},
+				"gone@x.test":   {Email: "gone@x.test", Reason: store.ReasonBounce},
+				"manual@x.test": {Email: "manual@x.test", Reason: store.ReasonManual},
+			}
 			s, lim := newTestSender(t, st, p, 5, policy)
 			_, err := s.Send(context.Background(), tt.req)
 			if !tt.want(err) {

@@ -58,12 +58,18 @@ func (a attempt) step(now time.Time) step {
 func (d *dispatcher) claimAndSend(ctx context.Context, m *store.Message, inbox *store.Inbox, req skuld.SendRequest, held string) (attempt, error) {
 	adm, err := d.sender.AdmitHeld(ctx, m, inbox, req)
 	var (
-		blocked *skuld.BlockedError
-		rl      *throttle.RateLimitedError
+		blocked    *skuld.BlockedError
+		suppressed *skuld.SuppressedError
+		rl         *throttle.RateLimitedError
 	)
 	switch {
 	case errors.As(err, &blocked):
 		_, err := d.store.FailHeld(ctx, m, blocked.Error())
+		return attempt{done: true}, ignoreNotHeld(err)
+	case errors.As(err, &suppressed):
+		// A recipient was suppressed (a bounce, a complaint) while the
+		// message waited: it fails, with the code a send is refused with.
+		_, err := d.store.FailHeld(ctx, m, skuld.SuppressedCode+": "+suppressed.Error())
 		return attempt{done: true}, ignoreNotHeld(err)
 	case errors.Is(err, skuld.ErrShuttingDown):
 		return attempt{unavailable: true}, nil // taken up again by the next start

@@ -1,0 +1,28 @@
+-- 0013: delivery events per recipient, and the suppression list (issue
+-- 29); see the PostgreSQL file.
+CREATE TABLE delivery_events (
+    id           TEXT     PRIMARY KEY,
+    message_id   TEXT     NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+    provider     TEXT     NOT NULL,
+    event_key    TEXT     NOT NULL,
+    type         TEXT     NOT NULL,
+    bounce_type  TEXT,
+    recipient    TEXT     NOT NULL,
+    occurred_at  DATETIME NOT NULL,
+    smtp_status  TEXT,
+    diagnostic   TEXT,
+    created_at   DATETIME NOT NULL,
+    UNIQUE (provider, event_key)
+);
+CREATE INDEX delivery_events_message_idx ON delivery_events (message_id, occurred_at);
+CREATE INDEX delivery_events_type_created_idx ON delivery_events (type, created_at);
+CREATE INDEX messages_provider_id_idx ON messages (provider_message_id) WHERE provider_message_id IS NOT NULL;
+
+CREATE TABLE suppressions (
+    email       TEXT     PRIMARY KEY,
+    reason      TEXT     NOT NULL,
+    source      TEXT     NOT NULL,
+    message_id  TEXT,
+    created_at  DATETIME NOT NULL
+);
+CREATE INDEX suppressions_reason_idx ON suppressions (reason, email);
