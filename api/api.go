@@ -40,6 +40,10 @@ type Store interface {
 	ClaimIdempotencyKey(ctx context.Context, k *store.IdempotencyKey, notBefore time.Time) (*store.IdempotencyKey, error)
 	CompleteIdempotencyKey(ctx context.Context, key string, status int, body string) error
 	ReleaseIdempotencyKey(ctx context.Context, key, owner string) error
+	MessageEvents(ctx context.Context, messageID string) ([]store.DeliveryEvent, error)
+	Suppressions(ctx context.Context, f store.SuppressionFilter) ([]store.Suppression, int64, error)
+	AddSuppression(ctx context.Context, sp *store.Suppression) (*store.Suppression, bool, error)
+	DeleteSuppression(ctx context.Context, email string) error
 }
 
 // Sender runs the send pipeline.
@@ -74,6 +78,9 @@ type Options struct {
 	// cannot be asked does not make the server unready.
 	ThrottleFailOpen bool
 	Logger           *slog.Logger
+
+	// Webhooks are the providers' event webhooks; nil: none configured.
+	Webhooks *Webhooks
 
 	// APIKey, when set, is required on every /v1 route.
 	APIKey string

@@ -50,6 +50,20 @@ type rateLimitedBody struct {
 	Violated   []string `json:"violated"`
 }
 
+// suppressedBody names each suppressed recipient, with why and since when.
+type suppressedBody struct {
+	Detail     string                `json:"detail"`
+	Code       string                `json:"code"`
+	Suppressed []SuppressedRecipient `json:"suppressed"`
+}
+
+// SuppressedRecipient is a recipient a send was refused for.
+type SuppressedRecipient struct {
+	Email     string    `json:"email"`
+	Reason    string    `json:"reason"`
+	CreatedAt Timestamp `json:"created_at"`
+}
+
 // internalBody is the only thing a client learns of an unexpected failure.
 type internalBody struct {
 	Detail    string `json:"detail"`
@@ -84,6 +98,8 @@ func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 	switch {
 	case p.Code == "rate_limited":
 		return p.Status, rateLimitedBody{Detail: p.Detail, Code: p.Code, RetryAfter: p.RetryAfter, Violated: p.Violated}
+	case p.Suppressed != nil:
+		return p.Status, suppressedBody{Detail: p.Detail, Code: p.Code, Suppressed: p.Suppressed}
 	case p.RequestID != "":
 		return p.Status, internalBody{Detail: p.Detail, Code: p.Code, RequestID: p.RequestID}
 	case p.Fields != nil:
@@ -103,7 +119,10 @@ type Problem struct {
 	// a throttle refusal's, or a short wait for a passing condition.
 	RetryAfter int
 	Violated   []string // a throttle refusal's full windows
-	RequestID  string   // an unexpected failure's request id, which the log names
+	// Suppressed are the recipients a send was refused for, on the
+	// suppression list.
+	Suppressed []SuppressedRecipient
+	RequestID  string // an unexpected failure's request id, which the log names
 }
 
 // Classify is the one mapping from errors to what a client is told. An
@@ -112,13 +131,14 @@ type Problem struct {
 // the client. It reads nothing but ctx, so every interface can use it.
 func (a *API) Classify(ctx context.Context, err error, attrs ...slog.Attr) Problem {
 	var (
-		ae      *apiError
-		ve      *ValidationError
-		nf      *skuld.NotFoundError
-		blocked *skuld.BlockedError
-		rl      *throttle.RateLimitedError
-		down    *throttle.UnavailableError
-		he      *echo.HTTPError
+		ae         *apiError
+		ve         *ValidationError
+		nf         *skuld.NotFoundError
+		blocked    *skuld.BlockedError
+		suppressed *skuld.SuppressedError
+		rl         *throttle.RateLimitedError
+		down       *throttle.UnavailableError
+		he         *echo.HTTPError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -130,6 +150,13 @@ func (a *API) Classify(ctx context.Context, err error, attrs ...slog.Attr) Probl
 		return Problem{Status: http.StatusNotFound, Code: "not_found", Detail: nf.Error()}
 	case errors.As(err, &blocked):
 		return Problem{Status: http.StatusForbidden, Code: "domain_blocked", Detail: blocked.Error()}
+	case errors.As(err, &suppressed):
+		list := make([]SuppressedRecipient, len(suppressed.Suppressed))
+		for i, sp := range suppressed.Suppressed {
+			list[i] = SuppressedRecipient{Email: sp.Email, Reason: sp.Reason, CreatedAt: Timestamp(sp.CreatedAt)}
+		}
+		return Problem{Status: http.StatusUnprocessableEntity, Code: skuld.SuppressedCode, Detail: suppressed.Error(),
+			Suppressed: list}
 	case errors.As(err, &rl):
 		return Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: rl.Error(),
 			RetryAfter: rl.RetryAfterSeconds(), Violated: windowNames(rl.Windows())}

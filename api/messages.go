@@ -85,7 +85,8 @@ func (a *API) getMessage(c echo.Context) error {
 }
 
 // Message is a message with its attachments' descriptions (at most
-// ATTACHMENT_MAX_COUNT; never their content).
+// ATTACHMENT_MAX_COUNT; never their content) and its recipients' delivery
+// states.
 func (a *API) Message(ctx context.Context, id string) (MessageDetail, error) {
 	m, err := a.message(ctx, id)
 	if err != nil {
@@ -95,7 +96,11 @@ func (a *API) Message(ctx context.Context, id string) (MessageDetail, error) {
 	if err != nil {
 		return MessageDetail{}, err
 	}
-	return MessageDetail{MessageResponse: ToMessage(m), Attachments: toAttachments(atts)}, nil
+	evs, err := a.Store.MessageEvents(ctx, m.ID)
+	if err != nil {
+		return MessageDetail{}, err
+	}
+	return MessageDetail{MessageResponse: ToMessage(m), Attachments: toAttachments(atts), Recipients: recipients(m, evs)}, nil
 }
 
 // message loads a message, mapping absence to the contract's 404 sentence.

@@ -23,6 +23,11 @@ type Metrics interface {
 	// outcome: "ok", or the refusal's code (rate_limited, ...). Both are
 	// closed sets: unknown tools are refused before a handler runs.
 	ToolCall(tool, outcome string)
+	// WebhookRefused reports a provider's webhook refused, by its cause:
+	// invalid_signature, not_configured, too_large, invalid_payload, busy.
+	WebhookRefused(provider, cause string)
+	// Suppressed reports an address added to the suppression list.
+	Suppressed(reason string)
 	// Handler serves GET /metrics.
 	Handler() http.Handler
 }
@@ -34,6 +39,8 @@ type nopMetrics struct{}
 func (nopMetrics) Request(string, string, int, time.Duration) {}
 func (nopMetrics) Replayed()                                  {}
 func (nopMetrics) ToolCall(string, string)                    {}
+func (nopMetrics) WebhookRefused(string, string)              {}
+func (nopMetrics) Suppressed(string)                          {}
 func (nopMetrics) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 }

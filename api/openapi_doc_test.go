@@ -76,7 +76,7 @@ func unavailableCodes(t *testing.T) []string {
 // documents a 503.
 func TestOpenAPIDocumentsEvery503Code(t *testing.T) {
 	codes := unavailableCodes(t)
-	want := []string{"database_unavailable", "inbox_changing", "search_timeout", "server_busy", "shutting_down", "throttle_unavailable"}
+	want := []string{"database_unavailable", "inbox_changing", "search_timeout", "server_busy", "shutting_down", "throttle_unavailable", "webhook_busy"}
 	if !slices.Equal(codes, want) {
 		t.Errorf("the source's 503 codes are %v; the test knew %v: document the new one and update want", codes, want)
 	}

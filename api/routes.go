@@ -34,6 +34,11 @@ func (a *API) routes(e *echo.Echo) {
 	v1.POST("/messages", a.postMessage)
 	v1.PATCH("/messages/:id", a.patchMessage)
 	v1.POST("/messages/:id/cancel", a.cancelMessage)
+	v1.GET("/messages/:id/events", a.listMessageEvents)
+
+	v1.GET("/suppressions", a.listSuppressions)
+	v1.POST("/suppressions", a.createSuppression)
+	v1.DELETE("/suppressions/:email", a.deleteSuppression)
 
 	v1.GET("/attachments", a.listAttachments)
 	v1.GET("/attachments/:id", a.getAttachment)
@@ -41,6 +46,10 @@ func (a *API) routes(e *echo.Echo) {
 
 	v1.GET("/rate-limit", a.rateLimit)
 	v1.POST("/search", a.search)
+
+	// Providers' delivery events: signed by the provider, not behind the
+	// API key.
+	e.POST("/webhooks/:provider", a.receiveWebhook)
 
 	// MCP (api/mcp): streamable HTTP, stateless, so POST only; GET (a
 	// server-to-client stream) is 405, as the transport allows. Behind the

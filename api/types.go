@@ -142,11 +142,12 @@ func ToMessage(m *store.Message) MessageResponse {
 	}
 }
 
-// MessageDetail is GET /v1/messages/{id}: the message and the
-// descriptions of its attachments.
+// MessageDetail is GET /v1/messages/{id}: the message, the descriptions
+// of its attachments, and each recipient's latest delivery state.
 type MessageDetail struct {
 	MessageResponse
 	Attachments []AttachmentResponse `json:"attachments"`
+	Recipients  []RecipientState     `json:"recipients"`
 }
 
 // sendResponse is the answer to POST /v1/messages.

@@ -105,4 +105,6 @@ type nopMetrics struct{}
 func (nopMetrics) Request(string, string, int, time.Duration) {}
 func (nopMetrics) Replayed()                                  {}
 func (nopMetrics) ToolCall(string, string)                    {}
+func (nopMetrics) WebhookRefused(string, string)              {}
+func (nopMetrics) Suppressed(string)                          {}
 func (nopMetrics) Handler() http.Handler                      { return http.NotFoundHandler() }

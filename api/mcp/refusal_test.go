@@ -157,6 +157,37 @@ func TestMCPRefusals(t *testing.T) {
 		}
 	})
 
+	// A suppressed recipient: refused with the list, named in the text;
+	// list_suppressions shows it, remove_suppression takes it off (the
+	// send that then goes out is tests/suppression_test.go's; here the
+	// rate_limited case below counts every send).
+	t.Run("recipient_suppressed", func(t *testing.T) {
+		at := e.clock.Now()
+		if _, _, err := e.store.AddSuppression(context.Background(), &store.Suppression{Email: "gone@example.com",
+			Reason: store.ReasonBounce, Source: "mailgun", CreatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		before := e.out.count()
+		r, txt := e.refused("send_email", send("ann@example.com", "Gone@Example.com"))
+		if r.Code != "recipient_suppressed" || r.Detail != "Recipient(s) on the suppression list: gone@example.com (bounce)" ||
+			len(r.Suppressed) != 1 || r.Suppressed[0].Email != "gone@example.com" || !strings.Contains(txt, "list_suppressions") {
+			t.Errorf("suppressed = %+v %q", r, txt)
+		}
+		if e.out.count() != before {
+			t.Error("a suppressed send reached the provider")
+		}
+		l := e.ok("list_suppressions", map[string]any{"reason": "bounce"})
+		if items := l["items"].([]any); len(items) != 1 || items[0].(map[string]any)["email"] != "gone@example.com" || l["total"] != 1.0 {
+			t.Errorf("list_suppressions = %v", l)
+		}
+		if got := e.ok("remove_suppression", map[string]any{"email": "GONE@example.com"}); got["email"] != "gone@example.com" {
+			t.Errorf("remove_suppression = %v", got)
+		}
+		if r, _ := e.refused("remove_suppression", map[string]any{"email": "gone@example.com"}); r.Code != "not_found" {
+			t.Errorf("remove_suppression again = %+v, want not_found", r)
+		}
+	})
+
 	t.Run("rate_limited", func(t *testing.T) {
 		for range perMinute {
 			e.ok("send_email", send("ann@example.com"))
@@ -181,7 +212,8 @@ func TestMCPRefusals(t *testing.T) {
 	e.metrics.mu.Lock()
 	defer e.metrics.mu.Unlock()
 	for _, want := range []string{"create_inbox ok", "send_email ok", "send_email validation_error",
-		"get_message not_found", "create_inbox conflict", "send_email domain_blocked", "send_email rate_limited"} {
+		"get_message not_found", "create_inbox conflict", "send_email domain_blocked", "send_email recipient_suppressed",
+		"send_email rate_limited"} {
 		if !slices.Contains(e.metrics.calls, want) {
 			t.Errorf("metrics lack %q: %v", want, e.metrics.calls)
 		}

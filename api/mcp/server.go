@@ -43,7 +43,8 @@ send that went out returns the first result with "replayed": true.
 A refused call is a result with isError true and structuredContent {code, detail,
 retry_after_seconds?, violated?}. rate_limited: nothing was sent; wait retry_after_seconds, then
 retry with the same idempotency_key (retrying sooner is refused again). domain_blocked: the
-server's policy refuses a recipient's domain; retrying will not help. not_found: check the id.
+server's policy refuses a recipient's domain; retrying will not help. recipient_suppressed: a
+recipient bounced or complained before (see list_suppressions); send without it. not_found: check the id.
 validation_error: fix the arguments named in "errors".`
 
 // Server is the MCP server of one API: every tool of tools, and the
@@ -192,18 +193,20 @@ func (s *Server) runTool(ctx context.Context, t mcpTool, raw json.RawMessage) (a
 // toolRefusal is a refused call's structuredContent: the REST API's code
 // and sentence, and what a throttled agent needs to wait.
 type toolRefusal struct {
-	Code   string `json:"code" jsonschema:"the REST API's error code: rate_limited, domain_blocked, not_found, validation_error, ..."`
+	Code   string `json:"code" jsonschema:"the REST API's error code: rate_limited, domain_blocked, recipient_suppressed, not_found, validation_error, ..."`
 	Detail string `json:"detail" jsonschema:"what went wrong, in a sentence"`
 	// RetryAfterSeconds is set when waiting helps.
 	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty" jsonschema:"wait this many seconds before trying again"`
 	Violated          []string         `json:"violated,omitempty" jsonschema:"rate_limited: the full throttle windows (per-minute, per-hour, inbox-per-minute, inbox-per-hour)"`
 	Errors            []api.FieldError `json:"errors,omitempty" jsonschema:"validation_error: one item per problem; loc names the argument"`
+	// Suppressed names the recipients of a recipient_suppressed refusal.
+	Suppressed []api.SuppressedRecipient `json:"suppressed,omitempty" jsonschema:"recipient_suppressed: each suppressed recipient, its reason and since when"`
 }
 
 // refusalResult is p as a tool result an agent can act on.
 func refusalResult(p api.Problem) *sdk.CallToolResult {
 	r := toolRefusal{Code: p.Code, Detail: p.Detail, RetryAfterSeconds: p.RetryAfter, Violated: p.Violated,
-		Errors: p.Fields}
+		Errors: p.Fields, Suppressed: p.Suppressed}
 	body, _ := api.MarshalNoEscape(r) // strings, ints and FieldErrors always marshal
 	return &sdk.CallToolResult{IsError: true, StructuredContent: json.RawMessage(body),
 		Content: []sdk.Content{&sdk.TextContent{Text: refusalText(p)}}}
@@ -219,6 +222,9 @@ func refusalText(p api.Problem) string {
 	case "domain_blocked":
 		return p.Detail + ". Nothing was sent: the server's outbound policy refuses these domains, " +
 			"so retrying will not help; send without those recipients or ask the operator."
+	case "recipient_suppressed":
+		return p.Detail + ". Nothing was sent: mail to these addresses bounced or was reported as spam, " +
+			"so retrying will not help; send without them. list_suppressions shows why each is on the list."
 	case "validation_error":
 		return p.Detail + ". Fix these arguments and call again."
 	}

@@ -81,6 +81,7 @@ type mcpEnv struct {
 	schemas map[string]*jsonschema.Resolved // each tool's output schema, as the client listed it
 	srv     *api.Server                     // the API, for calls over HTTP
 	mcp     *Server                         // its MCP server
+	store   *store.Store
 }
 
 // perMinute is the global limit of the test API: small enough to reach.
@@ -105,7 +106,7 @@ func newMCPEnv(t *testing.T) *mcpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &mcpEnv{t: t, out: &outbox{}, clock: clock, metrics: &toolMetrics{}}
+	env := &mcpEnv{t: t, out: &outbox{}, clock: clock, metrics: &toolMetrics{}, store: st}
 	sender := skuld.NewSender(skuld.Options{Store: st, Provider: env.out, Throttle: th, Filter: policy, Clock: clock})
 	o := api.Options{Store: st, Sender: sender, Throttle: th, Clock: clock, Metrics: env.metrics,
 		EmailDomain: "acme.test", AttachmentMaxSize: 1 << 20, AttachmentMaxTotalSize: 1 << 20,
@@ -232,8 +233,8 @@ func TestMCPListsTheToolsWithSchemas(t *testing.T) {
 		}
 	}
 	want := []string{"cancel_message", "create_inbox", "get_attachment_content", "get_message", "get_rate_limit", "get_thread",
-		"list_attachments", "list_inboxes", "list_messages", "list_threads", "search_email", "send_email",
-		"send_email_with_attachments"}
+		"list_attachments", "list_inboxes", "list_messages", "list_suppressions", "list_threads", "remove_suppression",
+		"search_email", "send_email", "send_email_with_attachments"}
 	if slices.Sort(names); !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want %v", names, want)
 	}

@@ -6,6 +6,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nornweave/nornweave/api"
+	"github.com/nornweave/nornweave/skuld/events"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -32,8 +33,9 @@ func (s *Server) tools() []mcpTool {
 				"total is how many there are; page with limit and offset."}, s.toolListMessages),
 		tool[getMessageArgs, api.MessageDetail](toolInfo{name: "get_message", title: "Get a message", readOnly: true,
 			desc: "Get one message: recipients, subject, the Markdown text and the HTML that was sent, " +
-				"its status (sent, failed and why), its threading headers and its attachments " +
-				"(get_attachment_content reads one)."}, s.toolGetMessage),
+				"its status (sent, failed and why), its threading headers, its attachments " +
+				"(get_attachment_content reads one), and each recipient's delivery state in recipients " +
+				"(delivered, bounced, complained, delayed, ... as the provider reported it)."}, s.toolGetMessage),
 		tool[searchEmailArgs, searchResult](toolInfo{name: "search_email", title: "Search email", readOnly: true,
 			desc: "Find the messages of an inbox or a thread whose subject or body contains query " +
 				"(case-insensitive), newest first."}, s.toolSearchEmail),
@@ -63,7 +65,63 @@ func (s *Server) tools() []mcpTool {
 			desc: "Get the content of a file that was sent, base64-encoded, with its name and MIME type. " +
 				"Files over 5 MiB are refused with code attachment_too_large and the REST URL that streams them."},
 			s.toolGetAttachmentContent),
+		tool[listSuppressionsArgs, suppressionsResult](toolInfo{name: "list_suppressions", title: "List suppressed addresses",
+			readOnly: true, desc: "List the addresses no email may be sent to, newest first: each with its reason " +
+				"(bounce: it bounced hard; complaint: its owner marked our mail as spam; manual: an operator " +
+				"added it) and when. send_email to any of them is refused with code recipient_suppressed."},
+			s.toolListSuppressions),
+		tool[removeSuppressionArgs, removeSuppressionResult](toolInfo{name: "remove_suppression",
+			title: "Allow sending to a suppressed address again", idempotent: true, destructive: true,
+			desc: "Take an address off the suppression list, so that send_email may send to it again. Only do " +
+				"this when you know the address works again (its owner asked, or fixed their mailbox): mail to " +
+				"addresses that bounce or complain harms every sender on this server. Fails with not_found if " +
+				"the address is not on the list."}, s.toolRemoveSuppression),
 	}
+}
+
+type listSuppressionsArgs struct {
+	Email  string `json:"email,omitempty" jsonschema:"only this address (any spelling)"`
+	Reason string `json:"reason,omitempty" jsonschema:"only this reason: bounce, complaint or manual"`
+	pageArgs
+}
+
+type suppressionsResult struct {
+	Items []api.SuppressionResponse `json:"items"`
+	Count int                       `json:"count" jsonschema:"items in this page"`
+	Total int64                     `json:"total" jsonschema:"suppressed addresses matching, in all"`
+}
+
+func (s *Server) toolListSuppressions(ctx context.Context, args api.Args) (suppressionsResult, error) {
+	args.ForbidExtra("email", "reason", "limit", "offset")
+	email := args.String("email", false, 0, 320)
+	reason := args.String("reason", false, 0, 0)
+	limit, offset := page(args, api.MaxLimit)
+	if err := args.Err(); err != nil {
+		return suppressionsResult{}, err
+	}
+	l, err := s.api.Suppressions(ctx, email, reason, limit, offset)
+	return suppressionsResult{Items: l.Items, Count: l.Count, Total: l.Total}, err
+}
+
+type removeSuppressionArgs struct {
+	Email string `json:"email" jsonschema:"the address to allow again"`
+}
+
+type removeSuppressionResult struct {
+	Email   string `json:"email" jsonschema:"the address, in canonical form"`
+	Removed bool   `json:"removed" jsonschema:"always true: an address not on the list is refused with not_found"`
+}
+
+func (s *Server) toolRemoveSuppression(ctx context.Context, args api.Args) (removeSuppressionResult, error) {
+	args.ForbidExtra("email")
+	email := args.String("email", true, 1, 320)
+	if err := args.Err(); err != nil {
+		return removeSuppressionResult{}, err
+	}
+	if err := s.api.RemoveSuppression(ctx, email); err != nil {
+		return removeSuppressionResult{}, err
+	}
+	return removeSuppressionResult{Email: events.Canonical(email), Removed: true}, nil
 }
 
 // toolInfo is what a tool's definition says besides its schemas.

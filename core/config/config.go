@@ -48,6 +48,16 @@ type Config struct {
 	AWSSecretAccessKey string `envconfig:"AWS_SECRET_ACCESS_KEY"`
 	AWSRegion          string `envconfig:"AWS_REGION" default:"us-east-1"`
 
+	// Providers' delivery events in (POST /webhooks/{provider}): each
+	// provider's route answers 404 until its secret is set.
+	// SES_SNS_TOPIC_ARNS lists the SNS topics (comma-separated) whose
+	// notifications are accepted: without it, anyone's topic could forge
+	// bounces.
+	MailgunWebhookSigningKey string `envconfig:"MAILGUN_WEBHOOK_SIGNING_KEY"`
+	SendgridWebhookPublicKey string `envconfig:"SENDGRID_WEBHOOK_PUBLIC_KEY"`
+	ResendWebhookSecret      string `envconfig:"RESEND_WEBHOOK_SECRET"`
+	SESSNSTopicARNs          string `envconfig:"SES_SNS_TOPIC_ARNS"`
+
 	// Hosted providers: base-URL overrides (a region, a gateway, a test
 	// server) and the HTTP client's bounds. PROVIDER_MAX_CONCURRENCY is
 	// API calls in flight at once; SMTP_MAX_CONNECTIONS the SMTP pool.

@@ -49,6 +49,8 @@ type App struct {
 	api      *api.Server
 	version  string
 	metrics  *metrics.Metrics
+	// certFetch reads SNS's certificates (WithCertFetcher; nil: HTTPS).
+	certFetch func(ctx context.Context, url string) ([]byte, error)
 	// retryBase scales River's backoff of held-mail jobs (WithRetryBase;
 	// 0: River's own).
 	retryBase time.Duration
@@ -165,8 +167,15 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
+	hooks, err := a.webhooks()
+	if err != nil {
+		logger.Error("refusing to start", slog.Any("error", err))
+		a.closeAll()
+		return nil, err
+	}
 	a.api = api.New(api.Options{
-		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
+		Webhooks: hooks,
+		Store:    st, Sender: a.sender, Throttle: a.throttle.Throttle, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AllowedHosts:           cfg.AllowedHostList(),

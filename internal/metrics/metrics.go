@@ -47,6 +47,10 @@ type Metrics struct {
 	replays         prometheus.Counter
 	toolCalls       *prometheus.CounterVec
 	lateness        prometheus.Histogram
+	events          *prometheus.CounterVec
+	unknownEvents   *prometheus.CounterVec
+	suppressions    *prometheus.CounterVec
+	webhookRefusals *prometheus.CounterVec
 }
 
 // New registers every metric in a new registry: the server's own; the
@@ -81,6 +85,19 @@ func New(version string, th Throttle, backend string, unthrottled func() int64) 
 			"not_found, validation_error, internal_error, ...), the REST API's codes."},
 		[]string{"tool", "outcome"})
 	m.lateness = newLateness()
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "delivery_events_total",
+		Help: "Delivery events stored (each once), by provider and type (delivered, bounced, complained, ...)."},
+		[]string{"provider", "type"})
+	m.unknownEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "delivery_events_unknown_total",
+		Help: "Delivery events ignored because they name a message this server did not send, by provider."},
+		[]string{"provider"})
+	m.suppressions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "suppressions_added_total",
+		Help: "Addresses added to the suppression list, by reason (bounce, complaint, manual)."}, []string{"reason"})
+	m.webhookRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace,
+		Name: "webhook_refusals_total",
+		Help: "Provider webhooks refused, by provider and cause (invalid_signature, not_configured, too_large, " +
+			"invalid_payload, busy)."}, []string{"provider", "cause"})
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help:        "Always 1; the labels say which build is running.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}})
@@ -90,7 +107,7 @@ func New(version string, th Throttle, backend string, unthrottled func() int64) 
 		Help: "Sends admitted without the throttle because its backend could not be asked (THROTTLE_FAIL=open)."},
 		func() float64 { return float64(unthrottled()) })
 	m.reg.MustRegister(m.sends, m.providerSeconds, m.retries, m.refusals, m.requests, m.requestSeconds,
-		m.replays, m.toolCalls, m.lateness, build, unthrottledSends, &windowCollector{throttle: th, backend: backend},
+		m.replays, m.toolCalls, m.lateness, m.events, m.unknownEvents, m.suppressions, m.webhookRefusals, build, unthrottledSends, &windowCollector{throttle: th, backend: backend},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every window appears from the first scrape, at zero.
 	for _, w := range throttle.Windows {
@@ -139,6 +156,26 @@ func (m *Metrics) Replayed() { m.replays.Inc() }
 
 // ToolCall implements api.Metrics: one MCP tool call answered.
 func (m *Metrics) ToolCall(tool, outcome string) { m.toolCalls.WithLabelValues(tool, outcome).Inc() }
+
+// Recorded implements events.Observer: a delivery event stored, and the
+// reason of the suppression it added ("" for none).
+func (m *Metrics) Recorded(provider, eventType, suppressedFor string) {
+	m.events.WithLabelValues(provider, eventType).Inc()
+	if suppressedFor != "" {
+		m.suppressions.WithLabelValues(suppressedFor).Inc()
+	}
+}
+
+// Unknown implements events.Observer.
+func (m *Metrics) Unknown(provider string) { m.unknownEvents.WithLabelValues(provider).Inc() }
+
+// Suppressed implements api.Metrics: an address added by hand.
+func (m *Metrics) Suppressed(reason string) { m.suppressions.WithLabelValues(reason).Inc() }
+
+// WebhookRefused implements api.Metrics.
+func (m *Metrics) WebhookRefused(provider, cause string) {
+	m.webhookRefusals.WithLabelValues(provider, cause).Inc()
+}
 
 // windowCollector reports the global windows as they are at the scrape, so
 // the gauges are never stale and cost nothing between scrapes, and whether

@@ -92,3 +92,17 @@ func (m *Mailgun) remember(token string, signed, now time.Time) error {
 	m.seen[token] = signed
 	return nil
 }
+
+// Forget lets the token of body (verified) be used again: the request it
+// came in could not be recorded (a 5xx), and Mailgun's retry of it must not
+// be refused as a replay.
+func (m *Mailgun) Forget(body []byte) {
+	var p struct {
+		Signature mailgun.Signature `json:"signature"`
+	}
+	if json.Unmarshal(body, &p) == nil {
+		m.mu.Lock()
+		delete(m.seen, p.Signature.Token)
+		m.mu.Unlock()
+	}
+}

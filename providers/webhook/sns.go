@@ -76,15 +76,20 @@ type SNS struct {
 	certs map[string]*x509.Certificate
 }
 
-// NewSNS returns a verifier that accepts the topics; fetch reads a URL
-// (a certificate, or a subscription's confirmation), nil for HTTPS that
-// follows no redirect (tests pass one that reaches a local server); now
-// is the clock.
-func NewSNS(topics []string, fetch func(ctx context.Context, url string) ([]byte, error), now func() time.Time) *SNS {
+// NewSNS returns a verifier that accepts the topics (SNS topic ARNs, an
+// error otherwise); fetch reads a URL (a certificate, or a subscription's
+// confirmation), nil for HTTPS that follows no redirect (tests pass one
+// that reaches a local server); now is the clock.
+func NewSNS(topics []string, fetch func(ctx context.Context, url string) ([]byte, error), now func() time.Time) (*SNS, error) {
+	for _, t := range topics {
+		if _, err := topicRegion(t); err != nil {
+			return nil, fmt.Errorf("%q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<name>)", t)
+		}
+	}
 	if fetch == nil {
 		fetch = Fetcher(&http.Client{Timeout: 10 * time.Second})
 	}
-	return &SNS{topics: slices.Clone(topics), fetch: fetch, now: now, certs: map[string]*x509.Certificate{}}
+	return &SNS{topics: slices.Clone(topics), fetch: fetch, now: now, certs: map[string]*x509.Certificate{}}, nil
 }
 
 // Fetcher reads a URL with c, refusing a redirect and any answer but 200,

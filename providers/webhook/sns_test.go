@@ -62,13 +62,17 @@ func newSNS(t *testing.T, notAfter time.Time) *snsFixture {
 	}))
 	t.Cleanup(srv.Close)
 	fetch := webhook.Fetcher(srv.Client())
-	f.v = webhook.NewSNS([]string{topic}, func(ctx context.Context, u string) ([]byte, error) {
+	v, err := webhook.NewSNS([]string{topic}, func(ctx context.Context, u string) ([]byte, error) {
 		if !strings.HasPrefix(u, snsHost+"/") {
 			t.Errorf("fetched %s, which is not SNS's in us-east-1", u)
 			return nil, context.Canceled
 		}
 		return fetch(ctx, srv.URL+strings.TrimPrefix(u, snsHost))
 	}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.v = v
 	return f
 }
 

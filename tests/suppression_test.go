@@ -1,0 +1,197 @@
+package tests
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+)
+
+// mailgunEvent is a Mailgun webhook body (event-data of the documented
+// shape) signed with key at at with token: HMAC-SHA256 of timestamp and
+// token, hex, as Mailgun signs.
+func mailgunEvent(key string, at time.Time, token, id, event, severity, recipient, messageID string) map[string]any {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(ts + token))
+	return map[string]any{
+		"signature": map[string]any{"timestamp": ts, "token": token, "signature": hex.EncodeToString(mac.Sum(nil))},
+		"event-data": map[string]any{
+			"id": id, "event": event, "severity": severity, "recipient": recipient, "timestamp": float64(at.Unix()) + 0.25,
+			"reason": "bounce", "message": map[string]any{"headers": map[string]any{"message-id": messageID}},
+			"delivery-status": map[string]any{"code": 550, "enhanced-code": "5.1.1",
+				"description": "The email account that you tried to reach does not exist."},
+		},
+	}
+}
+
+// TestBounceSuppressesUntilDeleted is issue 29's path from bounce to
+// suppression, with the built binary on both databases: a send; Mailgun's
+// hard bounce for it; the next send to that address refused with 422
+// recipient_suppressed, the throttle's used unchanged and nothing at the
+// relay; the suppression deleted; the send goes out. On the way: the
+// event once however often it comes, a replayed or badly signed webhook
+// refused with nothing stored, a soft bounce that suppresses nothing.
+func TestBounceSuppressesUntilDeleted(t *testing.T) {
+	t.Parallel()
+	const key = "key-0123456789abcdef0123456789abcdef"
+	forEachDriver(t, func(t *testing.T, driver string) {
+		mx := smtptest.Start(t)
+		p := startProc(t, procEnv(t, driver, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=10", "MAILGUN_WEBHOOK_SIGNING_KEY="+key))
+		inbox := p.createInbox(t, "agent")
+		sent := p.send(t, inbox, "Bob@Example.test")
+		mustStatus(t, sent, http.StatusCreated)
+		msg := sent.JSON(t)
+		msgID, providerID := msg["id"].(string), msg["provider_message_id"].(string)
+		mx.WaitForCount(t, 1)
+
+		now := time.Now()
+		hook := func(body map[string]any) response { return p.do(t, "POST", "/webhooks/mailgun", body) }
+		// Not configured: another provider's route.
+		r := p.do(t, "POST", "/webhooks/sendgrid", []any{})
+		if r.Status != http.StatusNotFound || r.JSON(t)["code"] != "webhook_not_configured" {
+			t.Fatalf("sendgrid webhook without its key = %d %s, want 404 webhook_not_configured", r.Status, r.Body)
+		}
+		// Refused, nothing stored: another key, a stale timestamp.
+		for name, body := range map[string]map[string]any{
+			"bad signature": mailgunEvent("key-wrong", now, "tok-bad", "ev-1", "failed", "permanent", "bob@example.test", providerID),
+			"stale":         mailgunEvent(key, now.Add(-6*time.Minute), "tok-stale", "ev-1", "failed", "permanent", "bob@example.test", providerID),
+		} {
+			if r := hook(body); r.Status != http.StatusUnauthorized || r.JSON(t)["code"] != "invalid_signature" {
+				t.Errorf("%s: %d %s, want 401 invalid_signature", name, r.Status, r.Body)
+			}
+		}
+		if n := len(p.listSuppressions(t, "")); n != 0 {
+			t.Fatalf("%d suppressions after refused webhooks, want none", n)
+		}
+		// A soft bounce is a delay: nothing suppressed.
+		r = hook(mailgunEvent(key, now, "tok-soft", "ev-0", "failed", "temporary", "bob@example.test", providerID))
+		mustStatus(t, r, http.StatusOK)
+		if n := len(p.listSuppressions(t, "")); n != 0 {
+			t.Fatalf("a soft bounce suppressed %d addresses, want none", n)
+		}
+		// The hard bounce, stored once: its token replayed is refused, the
+		// same event under a new token is seen before.
+		hard := mailgunEvent(key, now, "tok-hard", "ev-1", "failed", "permanent", "bob@example.test", providerID)
+		r = hook(hard)
+		mustStatus(t, r, http.StatusOK)
+		if got := r.JSON(t); got["stored"] != 1.0 {
+			t.Fatalf("hard bounce answered %s, want stored 1", r.Body)
+		}
+		if r := hook(hard); r.Status != http.StatusUnauthorized {
+			t.Errorf("replayed token = %d %s, want 401", r.Status, r.Body)
+		}
+		r = hook(mailgunEvent(key, now, "tok-again", "ev-1", "failed", "permanent", "bob@example.test", providerID))
+		if got := r.JSON(t); r.Status != http.StatusOK || got["stored"] != 0.0 || got["seen"] != 1.0 {
+			t.Errorf("the event again = %d %s, want 200 seen 1", r.Status, r.Body)
+		}
+		// About a message we do not know: 200, ignored.
+		r = hook(mailgunEvent(key, now, "tok-unknown", "ev-9", "failed", "permanent", "carol@example.test", "<nobody@acme.test>"))
+		if got := r.JSON(t); r.Status != http.StatusOK || got["ignored"] != 1.0 {
+			t.Errorf("unknown message = %d %s, want 200 ignored 1", r.Status, r.Body)
+		}
+
+		evs := p.do(t, "GET", "/v1/messages/"+msgID+"/events", nil)
+		mustStatus(t, evs, http.StatusOK)
+		items := evs.JSON(t)["items"].([]any)
+		if len(items) != 2 {
+			t.Fatalf("events = %s, want the delay and the bounce", evs.Body)
+		}
+		last := items[1].(map[string]any)
+		if last["type"] != "bounced" || last["bounce_type"] != "hard" || last["recipient"] != "bob@example.test" ||
+			last["provider"] != "mailgun" || last["smtp_status"] != "5.1.1" {
+			t.Errorf("bounce event = %v", last)
+		}
+		got := p.do(t, "GET", "/v1/messages/"+msgID, nil).JSON(t)
+		if rs := got["recipients"].([]any); len(rs) != 1 || rs[0].(map[string]any)["state"] != "bounced" {
+			t.Errorf("recipients = %v, want bob bounced", got["recipients"])
+		}
+		sups := p.listSuppressions(t, "?reason=bounce")
+		if len(sups) != 1 || sups[0]["email"] != "bob@example.test" || sups[0]["source"] != "mailgun" || sups[0]["message_id"] != msgID {
+			t.Fatalf("suppressions = %v, want bob's bounce", sups)
+		}
+
+		used := p.rateLimitWindow(t, "per_minute")["used"]
+		r = p.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"alice@example.test"},
+			"cc": []string{"BOB@example.test"}, "subject": "Again", "body": "Hi"})
+		body := r.JSON(t)
+		if r.Status != http.StatusUnprocessableEntity || body["code"] != "recipient_suppressed" {
+			t.Fatalf("send to a suppressed cc = %d %s, want 422 recipient_suppressed", r.Status, r.Body)
+		}
+		if l := body["suppressed"].([]any); len(l) != 1 || l[0].(map[string]any)["email"] != "bob@example.test" ||
+			l[0].(map[string]any)["reason"] != "bounce" || l[0].(map[string]any)["created_at"] == nil {
+			t.Errorf("suppressed = %v", body["suppressed"])
+		}
+		if after := p.rateLimitWindow(t, "per_minute")["used"]; after != used {
+			t.Errorf("used %v after the refusal, %v before: a suppressed send took a slot", after, used)
+		}
+		if n := mx.Count(); n != 1 {
+			t.Errorf("relay received %d messages, want the first only", n)
+		}
+
+		mustStatus(t, p.do(t, "DELETE", "/v1/suppressions/BOB@Example.test", nil), http.StatusNoContent)
+		mustStatus(t, p.do(t, "DELETE", "/v1/suppressions/bob@example.test", nil), http.StatusNotFound)
+		mustStatus(t, p.send(t, inbox, "bob@example.test"), http.StatusCreated)
+		mx.WaitForCount(t, 2)
+	})
+}
+
+// listSuppressions is GET /v1/suppressions with query's items.
+func (s *server) listSuppressions(t *testing.T, query string) []map[string]any {
+	t.Helper()
+	r := s.do(t, "GET", "/v1/suppressions"+query, nil)
+	mustStatus(t, r, http.StatusOK)
+	body := r.JSON(t)
+	var out []map[string]any
+	for _, it := range body["items"].([]any) {
+		out = append(out, it.(map[string]any))
+	}
+	if body["count"] != float64(len(out)) || body["total"] == nil {
+		t.Errorf("suppressions page = %s", fmt.Sprint(body))
+	}
+	return out
+}
+
+// TestHeldMessageToSuppressedFails: a scheduled message whose recipient is
+// suppressed while it waits ends failed with recipient_suppressed at its
+// time, sends nothing and takes no slot; a schedule to an address already
+// suppressed is refused at once.
+func TestHeldMessageToSuppressedFails(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 5 })
+		inbox := s.createInbox(t, "held")
+		r := s.sendAt(t, inbox, "bob@example.com", time.Now().Add(2*time.Second))
+		mustStatus(t, r, http.StatusAccepted)
+		id := r.JSON(t)["id"].(string)
+		r = s.do(t, "POST", "/v1/suppressions", map[string]any{"email": "Bob@Example.com", "reason": "manual"})
+		mustStatus(t, r, http.StatusCreated)
+		if again := s.do(t, "POST", "/v1/suppressions", map[string]any{"email": "bob@example.com"}); again.Status != http.StatusOK ||
+			again.JSON(t)["created_at"] != r.JSON(t)["created_at"] {
+			t.Errorf("suppressing again = %d %s, want 200 with the first entry", again.Status, again.Body)
+		}
+		r = s.sendAt(t, inbox, "bob@example.com", time.Now().Add(time.Hour))
+		if r.Status != http.StatusUnprocessableEntity || r.JSON(t)["code"] != "recipient_suppressed" {
+			t.Errorf("scheduling to a suppressed address = %d %s, want 422 recipient_suppressed", r.Status, r.Body)
+		}
+		waitFor(t, 30*time.Second, func() bool { return s.status(t, id) != "scheduled" })
+		m := s.do(t, "GET", "/v1/messages/"+id, nil).JSON(t)
+		if m["status"] != "failed" || !strings.HasPrefix(fmt.Sprint(m["error"]), "recipient_suppressed: ") {
+			t.Errorf("held message = %v %v, want failed with recipient_suppressed", m["status"], m["error"])
+		}
+		if w := s.rateLimitWindow(t, "per_minute"); w["used"] != 0.0 || w["in_flight"] != 0.0 {
+			t.Errorf("per-minute window %v: the suppressed message took a slot", w)
+		}
+		if n := s.SMTP.Count(); n != 0 {
+			t.Errorf("relay received %d messages, want none", n)
+		}
+	})
+}
