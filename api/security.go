@@ -84,12 +84,16 @@ func checkText(s string, loc ...any) error {
 // requireJSON makes every request body JSON, declared as such. A browser
 // can POST text/plain or a form to any site without a CORS preflight;
 // accepting those as JSON would let any web page send mail through a
-// server on the operator's machine or LAN.
+// server on the operator's machine or LAN. The providers' webhooks are
+// exempt: SNS posts text/plain, and a webhook is authenticated by its
+// provider's signature over the body, which no web page can make.
 func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		ct := r.Header.Get(echo.HeaderContentType)
 		switch {
+		case strings.HasPrefix(r.URL.Path, "/webhooks/"):
+			return next(c)
 		case r.ContentLength == 0 && ct == "":
 			return next(c) // nothing to misread; a POST without a body is a 422 further on
 		case r.ContentLength == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead ||

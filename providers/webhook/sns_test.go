@@ -2,129 +2,40 @@ package webhook_test
 
 import (
 	"context"
-	"crypto"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/internal/testkit/webhooktest"
 	"github.com/nornweave/nornweave/providers/webhook"
 )
 
 const (
-	topic    = "arn:aws:sns:us-east-1:123456789012:ses-events"
-	snsHost  = "https://sns.us-east-1.amazonaws.com"
-	certPath = "/SimpleNotificationService-7506a1e35b36ef5a444dd1a8e7cc3ed8.pem"
+	topic    = webhooktest.Topic
+	snsHost  = webhooktest.Host
+	certPath = webhooktest.CertPath
 )
 
-// snsFixture is SNS as a test sees it: a certificate of a key made here,
-// served by a local server that the verifier's injected fetcher reaches
-// for SNS's host in us-east-1, counting what it serves.
+// snsFixture is SNS's certificate served locally (webhooktest.SNS) and a
+// verifier of topic whose fetcher reaches it.
 type snsFixture struct {
-	key     *rsa.PrivateKey
-	fetches atomic.Int64
-	gets    chan string // paths and queries read, in order
-	v       *webhook.SNS
+	*webhooktest.SNS
+	v *webhook.SNS
 }
 
 func newSNS(t *testing.T, notAfter time.Time) *snsFixture {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sns.amazonaws.com"},
-		NotBefore: now.Add(-time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &snsFixture{key: key, gets: make(chan string, 16)}
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.gets <- r.URL.RequestURI()
-		if r.URL.Path == certPath {
-			f.fetches.Add(1)
-			_ = pem.Encode(w, &pem.Block{Type: "CERTIFICATE", Bytes: der})
-		}
-	}))
-	t.Cleanup(srv.Close)
-	fetch := webhook.Fetcher(srv.Client())
-	v, err := webhook.NewSNS([]string{topic}, func(ctx context.Context, u string) ([]byte, error) {
-		if !strings.HasPrefix(u, snsHost+"/") {
-			t.Errorf("fetched %s, which is not SNS's in us-east-1", u)
-			return nil, context.Canceled
-		}
-		return fetch(ctx, srv.URL+strings.TrimPrefix(u, snsHost))
-	}, clock)
+	f := &snsFixture{SNS: webhooktest.NewSNS(t, now.Add(-time.Hour), notAfter)}
+	v, err := webhook.NewSNS([]string{topic}, f.Fetch, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.v = v
 	return f
-}
-
-// toSign is the string SNS signs, written out here as AWS documents it
-// rather than calling the code under test.
-func toSign(m map[string]string) string {
-	names := []string{"Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"}
-	if m["Type"] != "Notification" {
-		names = []string{"Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"}
-	}
-	var b strings.Builder
-	for _, n := range names {
-		if v, ok := m[n]; ok {
-			b.WriteString(n + "\n" + v + "\n")
-		}
-	}
-	return b.String()
-}
-
-// sign signs m with version "1" (SHA1withRSA) or "2" (SHA256withRSA) over
-// signed (toSign(m) unless given), and returns it as SNS posts it.
-func (f *snsFixture) sign(t *testing.T, m map[string]string, version string, signed ...string) []byte {
-	t.Helper()
-	s := toSign(m)
-	if len(signed) > 0 {
-		s = signed[0]
-	}
-	var (
-		hash crypto.Hash
-		d    []byte
-	)
-	if version == "1" {
-		sum := sha1.Sum([]byte(s))
-		hash, d = crypto.SHA1, sum[:]
-	} else {
-		sum := sha256.Sum256([]byte(s))
-		hash, d = crypto.SHA256, sum[:]
-	}
-	sig, err := rsa.SignPKCS1v15(rand.Reader, f.key, hash, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{"SignatureVersion": version, "Signature": base64.StdEncoding.EncodeToString(sig),
-		"SigningCertURL": snsHost + certPath}
-	for k, v := range m {
-		out[k] = v
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // bounce is an SES bounce notification as SNS carries it: the SES event is
@@ -145,8 +56,8 @@ func TestSNSVerifies(t *testing.T) {
 	withSubject := bounce()
 	withSubject["Subject"] = "Amazon SES Email Event Notification"
 	for name, body := range map[string][]byte{
-		"version 2, no Subject":   f.sign(t, bounce(), "2"),
-		"version 1, with Subject": f.sign(t, withSubject, "1"),
+		"version 2, no Subject":   f.Sign(t, bounce(), "2"),
+		"version 1, with Subject": f.Sign(t, withSubject, "1"),
 	} {
 		m, err := f.v.Verify(ctx, body)
 		if err != nil {
@@ -156,23 +67,23 @@ func TestSNSVerifies(t *testing.T) {
 			t.Errorf("%s: read %+v", name, m)
 		}
 	}
-	if n := f.fetches.Load(); n != 1 {
+	if n := f.Fetches.Load(); n != 1 {
 		t.Errorf("the certificate was fetched %d times for two messages, want once (kept)", n)
 	}
 
 	tampered := bounce()
-	signed := toSign(tampered)
+	signed := webhooktest.ToSign(tampered)
 	tampered["Message"] = strings.Replace(tampered["Message"], "Permanent", "Transient", 1)
-	_, err := f.v.Verify(ctx, f.sign(t, tampered, "2", signed))
+	_, err := f.v.Verify(ctx, f.Sign(t, tampered, "2", signed))
 	wantRefused(t, "the event changed after signing", err, "does not match")
 
 	// The string to sign ends with a newline: a signature over it without
 	// that newline is not SNS's (another project dropped all SES events
 	// by building it so).
-	_, err = f.v.Verify(ctx, f.sign(t, bounce(), "2", strings.TrimSuffix(toSign(bounce()), "\n")))
+	_, err = f.v.Verify(ctx, f.Sign(t, bounce(), "2", strings.TrimSuffix(webhooktest.ToSign(bounce()), "\n")))
 	wantRefused(t, "signed without the last newline", err, "does not match")
 
-	_, err = f.v.Verify(ctx, f.sign(t, bounce(), "3"))
+	_, err = f.v.Verify(ctx, f.Sign(t, bounce(), "3"))
 	wantRefused(t, "SignatureVersion 3", err, "want 1 or 2")
 }
 
@@ -183,7 +94,7 @@ func TestSNSRefusesForeignTopicsAndCertificates(t *testing.T) {
 	ctx := context.Background()
 	foreign := bounce()
 	foreign["TopicArn"] = "arn:aws:sns:us-east-1:999999999999:ses-events"
-	_, err := f.v.Verify(ctx, f.sign(t, foreign, "2"))
+	_, err := f.v.Verify(ctx, f.Sign(t, foreign, "2"))
 	wantRefused(t, "a topic outside the allow-list", err, "not in SES_SNS_TOPIC_ARNS")
 
 	for _, u := range []string{
@@ -197,7 +108,7 @@ func TestSNSRefusesForeignTopicsAndCertificates(t *testing.T) {
 		"https://sns.us-east-1.amazonaws.com" + certPath + "?redirect=https://evil.test/x.pem",
 	} {
 		var m map[string]any
-		if err := json.Unmarshal(f.sign(t, bounce(), "2"), &m); err != nil {
+		if err := json.Unmarshal(f.Sign(t, bounce(), "2"), &m); err != nil {
 			t.Fatal(err)
 		}
 		m["SigningCertURL"] = u
@@ -208,7 +119,7 @@ func TestSNSRefusesForeignTopicsAndCertificates(t *testing.T) {
 			t.Errorf("certificate URL %s: %v, want refused", u, err)
 		}
 	}
-	if n := f.fetches.Load(); n != 0 {
+	if n := f.Fetches.Load(); n != 0 {
 		t.Errorf("%d certificates fetched for refused messages, want none", n)
 	}
 }
@@ -223,15 +134,15 @@ func TestSNSSubscriptionConfirmation(t *testing.T) {
 		"SubscribeURL": snsHost + "/?Action=ConfirmSubscription&TopicArn=" + topic + "&Token=2336412f37",
 		"Timestamp":    "2026-11-26T11:59:58.123Z",
 	}
-	m, err := f.v.Verify(ctx, f.sign(t, sub, "2"))
+	m, err := f.v.Verify(ctx, f.Sign(t, sub, "2"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-f.gets // the certificate
+	<-f.Gets // the certificate
 	if err := f.v.Confirm(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-f.gets; !strings.HasPrefix(got, "/?Action=ConfirmSubscription&TopicArn="+topic) {
+	if got := <-f.Gets; !strings.HasPrefix(got, "/?Action=ConfirmSubscription&TopicArn="+topic) {
 		t.Errorf("confirmed with GET %s", got)
 	}
 	m.SubscribeURL = "https://evil.test/?Action=ConfirmSubscription"
@@ -242,7 +153,7 @@ func TestSNSSubscriptionConfirmation(t *testing.T) {
 
 func TestSNSExpiredCertificate(t *testing.T) {
 	f := newSNS(t, now.Add(-time.Minute))
-	_, err := f.v.Verify(context.Background(), f.sign(t, bounce(), "2"))
+	_, err := f.v.Verify(context.Background(), f.Sign(t, bounce(), "2"))
 	wantRefused(t, "a certificate expired a minute ago", err, "valid from")
 }
 

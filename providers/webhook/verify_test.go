@@ -3,22 +3,18 @@ package webhook_test
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/asn1"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"fmt"
-	"math/big"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/internal/testkit/webhooktest"
 	"github.com/nornweave/nornweave/providers/webhook"
 )
 
@@ -36,16 +32,13 @@ func wantRefused(t *testing.T, what string, err error, reason string) {
 	}
 }
 
-// mailgunBody is a Mailgun webhook body signed with key: HMAC-SHA256 of
-// timestamp and token, hex (Mailgun's documented scheme).
+// mailgunBody is a Mailgun webhook body signed with key
+// (webhooktest.MailgunSignature).
 func mailgunBody(key string, at time.Time, token string) []byte {
-	ts := strconv.FormatInt(at.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(key))
-	mac.Write([]byte(ts + token))
-	return fmt.Appendf(nil, `{"signature": {"timestamp": %q, "token": %q, "signature": %q},
-		"event-data": {"event": "failed", "severity": "permanent", "recipient": "gone@example.com",
-		"id": "CPgfbmQMTCKtHW6uIWtuVe", "message": {"headers": {"message-id": "abc@acme.test"}}}}`,
-		ts, token, hex.EncodeToString(mac.Sum(nil)))
+	b, _ := json.Marshal(map[string]any{"signature": webhooktest.MailgunSignature(key, at, token),
+		"event-data": map[string]any{"event": "failed", "severity": "permanent", "recipient": "gone@example.com",
+			"id": "CPgfbmQMTCKtHW6uIWtuVe", "message": map[string]any{"headers": map[string]any{"message-id": "abc@acme.test"}}}})
+	return b
 }
 
 func TestMailgun(t *testing.T) {
@@ -67,26 +60,6 @@ func TestMailgun(t *testing.T) {
 	}
 }
 
-// sendgridRequest signs body as SendGrid does: ECDSA P-256 over the
-// timestamp and the body, ASN.1, base64.
-func sendgridRequest(t *testing.T, key *ecdsa.PrivateKey, at time.Time, body []byte) http.Header {
-	t.Helper()
-	ts := strconv.FormatInt(at.Unix(), 10)
-	d := sha256.Sum256(append([]byte(ts), body...))
-	r, s, err := ecdsa.Sign(rand.Reader, key, d[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := asn1.Marshal(struct{ R, S *big.Int }{r, s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := http.Header{}
-	h.Set("X-Twilio-Email-Event-Webhook-Signature", base64.StdEncoding.EncodeToString(sig))
-	h.Set("X-Twilio-Email-Event-Webhook-Timestamp", ts)
-	return h
-}
-
 func TestSendGrid(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -103,33 +76,20 @@ func TestSendGrid(t *testing.T) {
 	body := []byte(`[{"email":"gone@example.com","timestamp":1764158400,"event":"bounce","type":"bounce",` +
 		`"sg_event_id":"ZGVsaXZlcmVk","sg_message_id":"14c5d75ce93.dfd.64b469.filter0001.16648.5515E0B88.0",` +
 		`"reason":"550 5.1.1 The email account that you tried to reach does not exist"}]` + "\r\n")
-	if err := v.Verify(sendgridRequest(t, key, now, body), body); err != nil {
+	if err := v.Verify(webhooktest.SendGridHeaders(t, key, now, body), body); err != nil {
 		t.Fatalf("a signed batch: %v", err)
 	}
 	tampered := append([]byte(nil), body...)
 	tampered[10] ^= 1
-	wantRefused(t, "a byte of the body changed", v.Verify(sendgridRequest(t, key, now, body), tampered), "does not match")
+	wantRefused(t, "a byte of the body changed", v.Verify(webhooktest.SendGridHeaders(t, key, now, body), tampered), "does not match")
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	wantRefused(t, "another key", v.Verify(sendgridRequest(t, other, now, body), body), "does not match")
-	wantRefused(t, "signed six minutes ago", v.Verify(sendgridRequest(t, key, now.Add(-6*time.Minute), body), body), "outside")
+	wantRefused(t, "another key", v.Verify(webhooktest.SendGridHeaders(t, other, now, body), body), "does not match")
+	wantRefused(t, "signed six minutes ago", v.Verify(webhooktest.SendGridHeaders(t, key, now.Add(-6*time.Minute), body), body), "outside")
 	wantRefused(t, "no headers", v.Verify(http.Header{}, body), "required")
 
 	if _, err := webhook.NewSendGrid(base64.StdEncoding.EncodeToString(random(40)), clock); err == nil {
 		t.Error("a public key of random bytes was accepted")
 	}
-}
-
-// resendHeaders signs body as Svix does for Resend: HMAC-SHA256 of
-// id.timestamp.body with the secret's base64-decoded bytes, "v1,<base64>".
-func resendHeaders(secret []byte, id string, at time.Time, body []byte) http.Header {
-	ts := strconv.FormatInt(at.Unix(), 10)
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(id + "." + ts + "." + string(body)))
-	h := http.Header{}
-	h.Set("svix-id", id)
-	h.Set("svix-timestamp", ts)
-	h.Set("svix-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
-	return h
 }
 
 func TestResend(t *testing.T) {
@@ -141,16 +101,16 @@ func TestResend(t *testing.T) {
 	body := []byte(`{"type":"email.bounced","created_at":"2026-11-26T12:00:00.000Z","data":{"email_id":"4ef9a417-02e9-4d39-ad75-9611e0fcc33c",` +
 		`"to":["gone@example.com"],"bounce":{"type":"Permanent","subType":"General","message":"550 5.1.1 user unknown"}}}`)
 	at := time.Now() // resend-go checks against the system clock
-	if err := v.Verify(resendHeaders(secret, "msg_1", at, body), body); err != nil {
+	if err := v.Verify(webhooktest.ResendHeaders(secret, "msg_1", at, body), body); err != nil {
 		t.Fatalf("a signed event: %v", err)
 	}
-	wantRefused(t, "another secret", v.Verify(resendHeaders(random(24), "msg_1", at, body), body), "no matching signature")
+	wantRefused(t, "another secret", v.Verify(webhooktest.ResendHeaders(random(24), "msg_1", at, body), body), "no matching signature")
 	wantRefused(t, "the id changed", v.Verify(func() http.Header {
-		h := resendHeaders(secret, "msg_1", at, body)
+		h := webhooktest.ResendHeaders(secret, "msg_1", at, body)
 		h.Set("svix-id", "msg_2")
 		return h
 	}(), body), "no matching signature")
-	wantRefused(t, "signed ten minutes ago", v.Verify(resendHeaders(secret, "msg_1", at.Add(-10*time.Minute), body), body), "tolerance")
+	wantRefused(t, "signed ten minutes ago", v.Verify(webhooktest.ResendHeaders(secret, "msg_1", at.Add(-10*time.Minute), body), body), "tolerance")
 	wantRefused(t, "no headers", v.Verify(http.Header{}, body), "required")
 
 	for _, bad := range []string{"", "whsec_", "secret", "whsec_!!!"} {

@@ -98,6 +98,9 @@ type Options struct {
 	// RetryBase scales River's backoff of held-mail jobs (0: River's
 	// own, 1 s then 16 s); see app.WithRetryBase.
 	RetryBase time.Duration
+	// CertFetch reads SNS's certificates (nil: HTTPS to AWS); see
+	// app.WithCertFetcher.
+	CertFetch func(ctx context.Context, url string) ([]byte, error)
 }
 
 // StartWith is Start with o.
@@ -116,6 +119,9 @@ func StartWith(tb testing.TB, cfg config.Config, o Options) *Server {
 	}
 	if o.RetryBase > 0 {
 		opts = append(opts, app.WithRetryBase(o.RetryBase))
+	}
+	if o.CertFetch != nil {
+		opts = append(opts, app.WithCertFetcher(o.CertFetch))
 	}
 	a, err := app.New(context.Background(), cfg, logger, "test", opts...)
 	if err != nil {
