@@ -90,7 +90,7 @@ bench:
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./api:FuzzDecodeSend ./api:FuzzStrictJSON ./skuld:FuzzAddressFilter ./providers:FuzzBuildMIME ./skuld/render:FuzzMarkdown \
   ./providers/webhook:FuzzParseResend ./providers/webhook:FuzzParseSendGrid ./providers/webhook:FuzzParseMailgun \
-  ./providers/webhook:FuzzParseSES
+  ./providers/webhook:FuzzParseSES ./providers/bounce:FuzzParseDSN
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
