@@ -36,6 +36,11 @@ type Message struct {
 	InReplyTo   string
 	References  []string
 	Attachments []Attachment
+	// ReturnPath, when set, is the envelope sender (MAIL FROM) instead of
+	// From: a VERP address that bounces come back to (providers/bounce).
+	// Only the SMTP provider uses it; hosted providers report bounces by
+	// their webhooks.
+	ReturnPath string
 }
 
 // Attachment is one file sent with a Message.

@@ -33,6 +33,11 @@ func (p *SMTP) buildMsg(m Message) (*mail.Msg, error) {
 	}
 	from.Name = m.FromName
 	msg.FromMailAddress(from)
+	if m.ReturnPath != "" {
+		if err := msg.EnvelopeFrom(m.ReturnPath); err != nil {
+			return nil, fmt.Errorf("smtp: invalid return path %q: %w", m.ReturnPath, err)
+		}
+	}
 	for _, h := range []struct {
 		header mail.AddrHeader
 		addrs  []address.Address

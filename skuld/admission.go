@@ -89,7 +89,7 @@ func (a *Admission) Deliver(ctx context.Context, req SendRequest, claim func(*st
 		}
 		return nil
 	}}
-	return s.tries(ctx, providerMessage(a.m, a.inbox, req), a.end, a.m, handover)
+	return s.tries(ctx, s.providerMessage(a.m, a.inbox, req), a.end, a.m, handover)
 }
 
 // Release gives the slot back: nothing was sent.

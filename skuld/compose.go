@@ -105,6 +105,20 @@ func providerMessage(m *store.Message, inbox *store.Inbox, req SendRequest) prov
 	return pm
 }
 
+// providerMessage is providerMessage with the envelope sender
+// Options.ReturnPath gives m, if any.
+func (s *Sender) providerMessage(m *store.Message, inbox *store.Inbox, req SendRequest) providers.Message {
+	pm := providerMessage(m, inbox, req)
+	if s.o.ReturnPath != nil {
+		only := ""
+		if pm.RecipientCount() == 1 {
+			only = slices.Concat(pm.To, pm.Cc, pm.Bcc)[0].Key()
+		}
+		pm.ReturnPath = s.o.ReturnPath(m.ID, only)
+	}
+	return pm
+}
+
 // participantHash identifies a conversation's participants regardless of order.
 func participantHash(from string, lists ...[]address.Address) string {
 	all := []string{strings.ToLower(from)}

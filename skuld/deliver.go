@@ -21,7 +21,7 @@ import (
 // delivered counts, and only a certain failure gives the slot back. It
 // returns the windows the settlement reports, for the rate-limit headers.
 func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Duration, m *store.Message, inbox *store.Inbox, req SendRequest) throttle.Snapshot {
-	providerID, sendErr := s.tries(ctx, providerMessage(m, inbox, req), end, m, s.handover(ctx, m.ID))
+	providerID, sendErr := s.tries(ctx, s.providerMessage(m, inbox, req), end, m, s.handover(ctx, m.ID))
 	out, windows := s.conclude(ctx, tk, m, providerID, sendErr)
 	err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out)
 	if errors.Is(err, store.ErrNotFound) {

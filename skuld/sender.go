@@ -127,6 +127,11 @@ type Options struct {
 	// RefusalLogInterval is how often a run of refusals by the throttle is
 	// summed up in the log (default DefaultRefusalLogInterval).
 	RefusalLogInterval time.Duration
+	// ReturnPath, when set, is the envelope sender of message id (the
+	// SMTP provider's VERP address, whose bounces name the message);
+	// recipient is its one recipient, canonical, or "" when it has
+	// several. Nil, or "" returned: the From.
+	ReturnPath func(id, recipient string) string
 }
 
 // maxBackoff caps one wait between attempts.

@@ -94,3 +94,22 @@ func TestRecordEventsOnceAndSuppressions(t *testing.T) {
 		}
 	})
 }
+
+// A server key is made once and is the same for every caller.
+func TestServerKeyForIsShared(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		a, err := s.ServerKeyFor(ctx, "verp")
+		if err != nil || len(a) != 32 {
+			t.Fatalf("ServerKeyFor = %x, %v", a, err)
+		}
+		b, err := s.ServerKeyFor(ctx, "verp")
+		if err != nil || string(a) != string(b) {
+			t.Errorf("second ServerKeyFor = %x, %v; want %x", b, err, a)
+		}
+		if c, _ := s.ServerKeyFor(ctx, "other"); string(c) == string(a) {
+			t.Error("two names share a key")
+		}
+	})
+}

@@ -1,29 +1,26 @@
 package tests
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/emersion/go-imap/v2"
+
 	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/internal/testkit/imaptest"
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+	"github.com/nornweave/nornweave/internal/testkit/webhooktest"
+	"github.com/nornweave/nornweave/providers/bounce"
 )
 
 // mailgunEvent is a Mailgun webhook body (event-data of the documented
-// shape) signed with key at at with token: HMAC-SHA256 of timestamp and
-// token, hex, as Mailgun signs.
+// shape) signed with key at at with token (webhooktest.MailgunSignature).
 func mailgunEvent(key string, at time.Time, token, id, event, severity, recipient, messageID string) map[string]any {
-	ts := strconv.FormatInt(at.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(key))
-	mac.Write([]byte(ts + token))
 	return map[string]any{
-		"signature": map[string]any{"timestamp": ts, "token": token, "signature": hex.EncodeToString(mac.Sum(nil))},
+		"signature": webhooktest.MailgunSignature(key, at, token),
 		"event-data": map[string]any{
 			"id": id, "event": event, "severity": severity, "recipient": recipient, "timestamp": float64(at.Unix()) + 0.25,
 			"reason": "bounce", "message": map[string]any{"headers": map[string]any{"message-id": messageID}},
@@ -194,4 +191,89 @@ func TestHeldMessageToSuppressedFails(t *testing.T) {
 			t.Errorf("relay received %d messages, want none", n)
 		}
 	})
+}
+
+// TestSMTPBounceSuppresses: with BOUNCE_ADDRESS and BOUNCE_IMAP_URL, with
+// the built binary on both databases, mail through SMTP goes out from a
+// VERP address; a delivery-status report sent back to it, placed in the
+// bounce mailbox (go-imap's in-memory server), suppresses the address and
+// is moved out of the way; an auto-reply to another message's VERP
+// address suppresses nothing and stays where it is.
+func TestSMTPBounceSuppresses(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, driver string) {
+		imapAddr := imaptest.Start(t, imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapIMAP4rev2: {}}, nil, false)
+		box := imaptest.Open(t, imapAddr)
+		mx := smtptest.Start(t)
+		p := startProc(t, procEnv(t, driver, mx, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=10", "BOUNCE_ADDRESS=bounces@acme.test",
+			"BOUNCE_IMAP_URL=imap://"+imaptest.User+":"+imaptest.Password+"@"+imapAddr+"/INBOX?starttls=false",
+			"BOUNCE_POLL_INTERVAL=1s"))
+		inbox := p.createInbox(t, "agent")
+		mustStatus(t, p.send(t, inbox, "bob@example.test"), http.StatusCreated)
+		mustStatus(t, p.send(t, inbox, "carol@example.test"), http.StatusCreated)
+		// One message to two: one return path for both, whose bounces
+		// count for its recipients only.
+		mustStatus(t, p.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox,
+			"to": []string{"dave@example.test", "erin@example.test"}, "subject": "Both", "body": "Hi"}), http.StatusCreated)
+		mx.WaitForCount(t, 3)
+		verp := map[string]string{}
+		for _, m := range mx.Messages() {
+			if !strings.HasPrefix(m.From, "bounces+") || !strings.HasSuffix(m.From, "@acme.test") {
+				t.Fatalf("envelope from %q to %v, want a VERP address of bounces@acme.test", m.From, m.To)
+			}
+			verp[strings.Join(m.To, ",")] = m.From
+		}
+		if len(verp) != 3 || verp["bob@example.test"] == verp["carol@example.test"] {
+			t.Fatalf("return paths %v, want one per message", verp)
+		}
+		box.Add(dsnTo(verp["bob@example.test"], "dsn-bob", "bob@example.test"))
+		box.Add(dsnTo(verp["dave@example.test,erin@example.test"], "dsn-erin", "erin@example.test"))
+		box.Add(dsnTo(verp["dave@example.test,erin@example.test"], "dsn-mallory", "mallory@example.test"))
+		box.Add([]byte("From: Carol <carol@example.test>\nTo: " + verp["carol@example.test"] +
+			"\nSubject: Auto: Hello\nMessage-ID: <vacation-carol@example.test>\nDate: Fri, 27 Nov 2026 00:00:00 +0000\n" +
+			"Auto-Submitted: auto-replied (vacation)\n\nI am away until Monday.\n"))
+
+		waitFor(t, 60*time.Second, func() bool { return len(p.listSuppressions(t, "")) >= 2 })
+		waitFor(t, 30*time.Second, func() bool { _, ok := box.Messages("INBOX")["dsn-mallory@mx.example.test"]; return !ok })
+		got := map[string]bool{}
+		for _, sp := range p.listSuppressions(t, "") {
+			if sp["reason"] != "bounce" || sp["source"] != "smtp" {
+				t.Errorf("suppression %v, want a bounce from the bounce mailbox", sp)
+			}
+			got[sp["email"].(string)] = true
+		}
+		if len(got) != 2 || !got["bob@example.test"] || !got["erin@example.test"] {
+			t.Fatalf("suppressed %v, want bob and erin (mallory was no recipient of that message)", got)
+		}
+		waitFor(t, 30*time.Second, func() bool { _, ok := box.Messages("INBOX")["dsn-bob@mx.example.test"]; return !ok })
+		if _, ok := box.Messages("INBOX")["vacation-carol@example.test"]; !ok {
+			t.Error("the auto-reply was moved or deleted")
+		}
+		if _, ok := box.Messages(bounce.DefaultProcessed)["dsn-bob@mx.example.test"]; !ok {
+			t.Error("the DSN is not in the processed mailbox")
+		}
+
+		used := p.rateLimitWindow(t, "per_minute")["used"]
+		if r := p.send(t, inbox, "bob@example.test"); r.Status != http.StatusUnprocessableEntity || r.JSON(t)["code"] != "recipient_suppressed" {
+			t.Errorf("send to bob after his bounce = %d %s, want 422 recipient_suppressed", r.Status, r.Body)
+		}
+		mustStatus(t, p.send(t, inbox, "carol@example.test"), http.StatusCreated)
+		mx.WaitForCount(t, 4)
+		if after := p.rateLimitWindow(t, "per_minute")["used"]; after != used.(float64)+1 {
+			t.Errorf("used %v after one refusal and one send, %v before", after, used)
+		}
+	})
+}
+
+// dsnTo is a delivery-status report, as Postfix writes one, sent back to
+// returnPath: recipient failed with 5.1.1.
+func dsnTo(returnPath, id, recipient string) []byte {
+	return []byte("From: Mail Delivery System <MAILER-DAEMON@mx.example.test>\nTo: " + returnPath +
+		"\nSubject: Undelivered Mail Returned to Sender\nMessage-ID: <" + id + "@mx.example.test>\n" +
+		"Date: Fri, 27 Nov 2026 00:00:00 +0000\nAuto-Submitted: auto-replied\nMIME-Version: 1.0\n" +
+		"Content-Type: multipart/report; report-type=delivery-status; boundary=\"b\"\n\n" +
+		"--b\nContent-Type: text/plain\n\nI'm sorry to have to inform you that your message could not be delivered.\n\n" +
+		"--b\nContent-Type: message/delivery-status\n\nReporting-MTA: dns; mx.example.test\n\n" +
+		"Final-Recipient: rfc822; " + recipient + "\nAction: failed\nStatus: 5.1.1\n" +
+		"Diagnostic-Code: smtp; 550 5.1.1 <" + recipient + ">: Recipient address rejected: User unknown\n\n--b--\n")
 }

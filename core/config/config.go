@@ -57,6 +57,13 @@ type Config struct {
 	SendgridWebhookPublicKey string `envconfig:"SENDGRID_WEBHOOK_PUBLIC_KEY"`
 	ResendWebhookSecret      string `envconfig:"RESEND_WEBHOOK_SECRET"`
 	SESSNSTopicARNs          string `envconfig:"SES_SNS_TOPIC_ARNS"`
+	// SMTP bounces: with BOUNCE_ADDRESS (e.g. bounces@example.com) every
+	// message the SMTP provider sends goes from a VERP address
+	// (bounces+<token>@example.com) naming it; BOUNCE_IMAP_URL is the
+	// mailbox those bounces arrive in, read every BOUNCE_POLL_INTERVAL.
+	BounceAddress      string        `envconfig:"BOUNCE_ADDRESS"`
+	BounceIMAPURL      string        `envconfig:"BOUNCE_IMAP_URL"`
+	BouncePollInterval time.Duration `envconfig:"BOUNCE_POLL_INTERVAL" default:"1m"`
 
 	// Hosted providers: base-URL overrides (a region, a gateway, a test
 	// server) and the HTTP client's bounds. PROVIDER_MAX_CONCURRENCY is
@@ -212,6 +219,16 @@ func (c Config) Validate() error {
 		bad("SMTP_USERNAME", "is required when SMTP_PASSWORD is set")
 	}
 	errs = append(errs, c.validateHostedProviders()...)
+	if c.BounceIMAPURL != "" && c.BounceAddress == "" {
+		bad("BOUNCE_IMAP_URL", "needs BOUNCE_ADDRESS: bounces are read only for mail sent from its VERP addresses")
+	}
+	if c.BounceAddress != "" && c.EmailProvider != "smtp" {
+		bad("BOUNCE_ADDRESS", "is for EMAIL_PROVIDER=smtp; %s reports bounces by its webhook (POST /webhooks/%s)",
+			c.EmailProvider, c.EmailProvider)
+	}
+	if c.BounceIMAPURL != "" && c.BouncePollInterval < time.Second {
+		bad("BOUNCE_POLL_INTERVAL", "must be at least 1s")
+	}
 	switch c.Environment {
 	case "development":
 	case "staging", "production":

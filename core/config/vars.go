@@ -48,7 +48,7 @@ func varsOf(t reflect.Type) []Var {
 }
 
 func isSecret(name string) bool {
-	for _, s := range []string{"PASSWORD", "API_KEY", "SECRET", "SIGNING_KEY"} {
+	for _, s := range []string{"PASSWORD", "API_KEY", "SECRET", "SIGNING_KEY", "IMAP_URL"} {
 		if strings.Contains(name, s) {
 			return true
 		}

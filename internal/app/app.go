@@ -20,7 +20,9 @@ import (
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/providers"
+	"github.com/nornweave/nornweave/providers/bounce"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/events"
 	"github.com/nornweave/nornweave/skuld/filter"
 	"github.com/nornweave/nornweave/skuld/hold"
 	"github.com/nornweave/nornweave/skuld/render"
@@ -51,6 +53,10 @@ type App struct {
 	metrics  *metrics.Metrics
 	// certFetch reads SNS's certificates (WithCertFetcher; nil: HTTPS).
 	certFetch func(ctx context.Context, url string) ([]byte, error)
+	// events records providers' events and bounces; bouncePoller reads
+	// the bounce mailbox while the app serves (nil: none configured).
+	events       *events.Recorder
+	bouncePoller *bounce.Poller
 	// retryBase scales River's backoff of held-mail jobs (WithRetryBase;
 	// 0: River's own).
 	retryBase time.Duration
@@ -159,10 +165,22 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		return nil, err
 	}
 	a.watcher = startWatcher(st, a.lock, a.throttle, a.backend.identity, j.identity, logger)
-	a.sender = skuld.NewSender(skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
+	a.events = events.New(st, a.metrics, a.clock.Now)
+	verp, poller, err := a.bounces(ctx, a.events)
+	if err != nil {
+		logger.Error("refusing to start", slog.Any("error", err))
+		a.closeAll()
+		return nil, err
+	}
+	a.bouncePoller = poller
+	so := skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
 		Filter: policy, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
-		Hold: &skuld.Hold{Store: st, Jobs: a.queue}})
+		Hold: &skuld.Hold{Store: st, Jobs: a.queue}}
+	if verp != nil {
+		so.ReturnPath = returnPath(verp)
+	}
+	a.sender = skuld.NewSender(so)
 	if err := a.queue.Start(ctx, a.sender); err != nil {
 		a.closeAll()
 		return nil, err
@@ -275,6 +293,8 @@ func (a *App) Handler() http.Handler { return a.api }
 func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	j := startJanitor(a.store, a.clock, a.logger, queueMaxAge(a.cfg), a.queue.Lane)
 	defer j.Stop()
+	stopBounces := a.pollBounces()
+	defer stopBounces()
 	// WriteTimeout runs from the end of the request's headers, so it covers
 	// reading the body (ReadTimeout), a send with every retry (its lease:
 	// up to about 4 minutes for a 35 MB message), and writing the answer; a
@@ -307,8 +327,10 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	// stay in the database for the next start.
 	drainErr := errors.Join(a.queue.Stop(shutdownCtx), a.sender.Shutdown(shutdownCtx))
 	a.logger.Info("sends drained; closing the listener")
-	// The janitor's prune must not meet a closed database.
+	// The janitor's prune, and the bounce poller's records, must not meet
+	// a closed database.
 	j.Stop()
+	stopBounces()
 	err := errors.Join(drainErr, srv.Shutdown(shutdownCtx), a.Close(shutdownCtx))
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(serveErr, err)

@@ -7,7 +7,6 @@ import (
 	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/providers/webhook"
-	"github.com/nornweave/nornweave/skuld/events"
 )
 
 // WithCertFetcher makes fetch read SNS's signing certificates and
@@ -21,7 +20,7 @@ func WithCertFetcher(fetch func(ctx context.Context, url string) ([]byte, error)
 // the recorder of their events; nil when none is.
 func (a *App) webhooks() (*api.Webhooks, error) {
 	cfg, now := a.cfg, a.clock.Now
-	w := &api.Webhooks{Events: events.New(a.store, a.metrics, now)}
+	w := &api.Webhooks{Events: a.events}
 	configured := false
 	if cfg.MailgunWebhookSigningKey != "" {
 		w.Mailgun, configured = webhook.NewMailgun(cfg.MailgunWebhookSigningKey, now), true

@@ -26,3 +26,12 @@ CREATE TABLE suppressions (
     created_at  DATETIME NOT NULL
 );
 CREATE INDEX suppressions_reason_idx ON suppressions (reason, email);
+
+-- Keys every server on this database shares, made at first use: the VERP
+-- key of SMTP bounces' return paths (providers/bounce), which must outlive
+-- any one server for as long as bounces can arrive.
+CREATE TABLE server_keys (
+    name        TEXT     PRIMARY KEY,
+    value       TEXT     NOT NULL,
+    created_at  DATETIME NOT NULL
+);

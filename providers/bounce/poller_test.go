@@ -10,8 +10,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
-	"io"
-	"log"
 	"maps"
 	"math/big"
 	"net"
@@ -21,17 +19,15 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
-	"github.com/emersion/go-imap/v2/imapclient"
-	"github.com/emersion/go-imap/v2/imapserver"
-	"github.com/emersion/go-imap/v2/imapserver/imapmemserver"
 
+	"github.com/nornweave/nornweave/internal/testkit/imaptest"
 	"github.com/nornweave/nornweave/providers/bounce"
 	"github.com/nornweave/nornweave/providers/webhook"
 )
 
 const (
-	imapUser = "bounces"
-	imapPass = "s3cret"
+	imapUser = imaptest.User
+	imapPass = imaptest.Password
 )
 
 // rev2 is a server with MOVE and UIDPLUS (both part of IMAP4rev2); rev1 a
@@ -40,107 +36,6 @@ var (
 	rev2 = imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapIMAP4rev2: {}}
 	rev1 = imap.CapSet{imap.CapIMAP4rev1: {}, imap.CapUIDPlus: {}}
 )
-
-// startIMAP serves an in-memory mailbox (INBOX only) on loopback, in
-// clear unless tlsConfig is given (then STARTTLS, or implicit TLS if
-// implicit).
-func startIMAP(t *testing.T, caps imap.CapSet, tlsConfig *tls.Config, implicit bool) string {
-	t.Helper()
-	mem := imapmemserver.New()
-	user := imapmemserver.NewUser(imapUser, imapPass)
-	if err := user.Create("INBOX", nil); err != nil {
-		t.Fatal(err)
-	}
-	mem.AddUser(user)
-	opts := &imapserver.Options{
-		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
-			return mem.NewSession(), nil, nil
-		},
-		Caps:         caps,
-		InsecureAuth: tlsConfig == nil,
-		Logger:       log.New(io.Discard, "", 0),
-	}
-	if !implicit {
-		opts.TLSConfig = tlsConfig
-	}
-	srv := imapserver.New(opts)
-	var (
-		ln  net.Listener
-		err error
-	)
-	if implicit {
-		ln, err = tls.Listen("tcp", "127.0.0.1:0", tlsConfig)
-	} else {
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done // nil, or "server closed" if Close came first: neither matters
-	})
-	return ln.Addr().String()
-}
-
-// mailbox is the test's own view of the server, beside the poller's.
-type mailbox struct {
-	t *testing.T
-	c *imapclient.Client
-}
-
-func openMailbox(t *testing.T, addr string) *mailbox {
-	t.Helper()
-	c, err := imapclient.DialInsecure(addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := c.Login(imapUser, imapPass).Wait(); err != nil {
-		t.Fatal(err)
-	}
-	return &mailbox{t: t, c: c}
-}
-
-func (m *mailbox) add(raw []byte, flags ...imap.Flag) {
-	m.t.Helper()
-	raw = bytes.ReplaceAll(bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
-	cmd := m.c.Append("INBOX", int64(len(raw)), &imap.AppendOptions{Flags: flags})
-	if _, err := cmd.Write(raw); err != nil {
-		m.t.Fatal(err)
-	}
-	if err := cmd.Close(); err != nil {
-		m.t.Fatal(err)
-	}
-	if _, err := cmd.Wait(); err != nil {
-		m.t.Fatal(err)
-	}
-}
-
-// messages lists a mailbox's messages by Message-ID, with their flags.
-func (m *mailbox) messages(name string) map[string][]imap.Flag {
-	m.t.Helper()
-	sel, err := m.c.Select(name, &imap.SelectOptions{ReadOnly: true}).Wait()
-	if err != nil {
-		m.t.Fatalf("select %s: %v", name, err)
-	}
-	out := map[string][]imap.Flag{}
-	if sel.NumMessages == 0 {
-		return out
-	}
-	var all imap.SeqSet
-	all.AddRange(1, 0) // 1:*
-	msgs, err := m.c.Fetch(all, &imap.FetchOptions{Envelope: true, Flags: true}).Collect()
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	for _, msg := range msgs {
-		out[msg.Envelope.MessageID] = msg.Flags
-	}
-	return out
-}
 
 // recorder is a Handle that keeps what it is given and fails while fail
 // is set.
@@ -195,14 +90,14 @@ func plainMail(id, body string) []byte {
 }
 
 func TestPoll(t *testing.T) {
-	addr := startIMAP(t, rev2, nil, false)
-	box := openMailbox(t, addr)
-	box.add(fixture(t, "postfix-hard.eml"))
-	box.add(fixture(t, "vacation.eml"))
-	box.add(forgedDSN(t))
-	box.add(fixture(t, "postfix-delayed.eml"))
-	box.add(plainMail(unrelatedID, "Are you a real person?"))
-	box.add(plainMail(largeID, strings.Repeat("0123456789abcdef\n", bounce.MaxDSNSize/17+1)))
+	addr := imaptest.Start(t, rev2, nil, false)
+	box := imaptest.Open(t, addr)
+	box.Add(fixture(t, "postfix-hard.eml"))
+	box.Add(fixture(t, "vacation.eml"))
+	box.Add(forgedDSN(t))
+	box.Add(fixture(t, "postfix-delayed.eml"))
+	box.Add(plainMail(unrelatedID, "Are you a real person?"))
+	box.Add(plainMail(largeID, strings.Repeat("0123456789abcdef\n", bounce.MaxDSNSize/17+1)))
 
 	rec := &recorder{}
 	p := newPoller(t, addr, rec)
@@ -229,7 +124,7 @@ func TestPoll(t *testing.T) {
 	}
 
 	// What is not ours is where it was, as it was: not moved, not seen.
-	inbox := box.messages("INBOX")
+	inbox := box.Messages("INBOX")
 	if got := slices.Sorted(maps.Keys(inbox)); !slices.Equal(got, []string{forgedID, largeID, unrelatedID, vacationID}) {
 		t.Errorf("INBOX holds %q", got)
 	}
@@ -238,7 +133,7 @@ func TestPoll(t *testing.T) {
 			t.Errorf("%s has flags %v, want none", id, flags)
 		}
 	}
-	if got := slices.Sorted(maps.Keys(box.messages(processed))); !slices.Equal(got, []string{hardID, delayedID}) {
+	if got := slices.Sorted(maps.Keys(box.Messages(processed))); !slices.Equal(got, []string{hardID, delayedID}) {
 		t.Errorf("%s holds %q", processed, got)
 	}
 
@@ -267,9 +162,9 @@ func TestPoll(t *testing.T) {
 // A Handle error leaves the message in the mailbox, unseen, for the next
 // pass, which handles it.
 func TestPollHandleError(t *testing.T) {
-	addr := startIMAP(t, rev2, nil, false)
-	box := openMailbox(t, addr)
-	box.add(fixture(t, "postfix-hard.eml"))
+	addr := imaptest.Start(t, rev2, nil, false)
+	box := imaptest.Open(t, addr)
+	box.Add(fixture(t, "postfix-hard.eml"))
 
 	errDB := errors.New("database is down")
 	rec := &recorder{fail: errDB}
@@ -281,7 +176,7 @@ func TestPollHandleError(t *testing.T) {
 	if want := (bounce.Stats{Messages: 1, Read: 1, Failed: 1}); st != want {
 		t.Errorf("stats %+v, want %+v", st, want)
 	}
-	if flags, ok := box.messages("INBOX")[hardID]; !ok || len(flags) != 0 {
+	if flags, ok := box.Messages("INBOX")[hardID]; !ok || len(flags) != 0 {
 		t.Fatalf("after the failure: in INBOX %v, flags %v", ok, flags)
 	}
 
@@ -293,7 +188,7 @@ func TestPollHandleError(t *testing.T) {
 	if want := (bounce.Stats{Messages: 1, Read: 1, Handled: 1, Events: 1}); st != want || len(rec.calls) != 1 {
 		t.Errorf("stats %+v, want %+v; %d Handle calls", st, want, len(rec.calls))
 	}
-	if n := len(box.messages("INBOX")); n != 0 {
+	if n := len(box.Messages("INBOX")); n != 0 {
 		t.Errorf("INBOX holds %d messages, want 0", n)
 	}
 }
@@ -302,11 +197,11 @@ func TestPollHandleError(t *testing.T) {
 // handled: a message someone else flagged \Deleted is not expunged with
 // them.
 func TestPollWithoutMove(t *testing.T) {
-	addr := startIMAP(t, rev1, nil, false)
-	box := openMailbox(t, addr)
-	box.add(fixture(t, "postfix-hard.eml"))
-	box.add(plainMail(unrelatedID, "to be deleted by its reader"), imap.FlagDeleted)
-	box.add(fixture(t, "exim-hard.eml"))
+	addr := imaptest.Start(t, rev1, nil, false)
+	box := imaptest.Open(t, addr)
+	box.Add(fixture(t, "postfix-hard.eml"))
+	box.Add(plainMail(unrelatedID, "to be deleted by its reader"), imap.FlagDeleted)
+	box.Add(fixture(t, "exim-hard.eml"))
 
 	rec := &recorder{}
 	st, err := newPoller(t, addr, rec).Poll(context.Background())
@@ -316,17 +211,17 @@ func TestPollWithoutMove(t *testing.T) {
 	if want := (bounce.Stats{Messages: 2, Read: 2, Handled: 2, Events: 2}); st != want {
 		t.Errorf("stats %+v, want %+v", st, want)
 	}
-	inbox := box.messages("INBOX")
+	inbox := box.Messages("INBOX")
 	if len(inbox) != 1 || !slices.Contains(inbox[unrelatedID], imap.FlagDeleted) {
 		t.Errorf("INBOX holds %v, want only %s, still flagged deleted", inbox, unrelatedID)
 	}
-	if n := len(box.messages(processed)); n != 2 {
+	if n := len(box.Messages(processed)); n != 2 {
 		t.Errorf("%s holds %d messages, want 2", processed, n)
 	}
 }
 
 func TestPollLoginFails(t *testing.T) {
-	addr := startIMAP(t, rev2, nil, false)
+	addr := imaptest.Start(t, rev2, nil, false)
 	cfg, err := bounce.ParseIMAPURL("imap://" + imapUser + ":wrong@" + addr + "/?starttls=false")
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +248,7 @@ func TestPollTLS(t *testing.T) {
 		{"starttls not offered", "imap", nil, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := startIMAP(t, rev2, tt.server, tt.implicit)
+			addr := imaptest.Start(t, rev2, tt.server, tt.implicit)
 			cfg, err := bounce.ParseIMAPURL(tt.scheme + "://" + imapUser + ":" + imapPass + "@" + addr)
 			if err != nil {
 				t.Fatal(err)
@@ -372,8 +267,8 @@ func TestPollTLS(t *testing.T) {
 
 // Run polls until its context is done and then returns.
 func TestRun(t *testing.T) {
-	addr := startIMAP(t, rev2, nil, false)
-	openMailbox(t, addr).add(fixture(t, "postfix-hard.eml"))
+	addr := imaptest.Start(t, rev2, nil, false)
+	imaptest.Open(t, addr).Add(fixture(t, "postfix-hard.eml"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var calls int
@@ -394,7 +289,7 @@ func TestRun(t *testing.T) {
 
 // A cancelled context ends a pass with its error.
 func TestPollCancelled(t *testing.T) {
-	addr := startIMAP(t, rev2, nil, false)
+	addr := imaptest.Start(t, rev2, nil, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := newPoller(t, addr, &recorder{}).Poll(ctx); !errors.Is(err, context.Canceled) {
