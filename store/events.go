@@ -201,25 +201,22 @@ func (s *Store) DeleteSuppression(ctx context.Context, email string) error {
 	return nil
 }
 
-// EventCounts counts the events of each type stored since since, and the
-// messages sent since then: the bounce and complaint rates' parts.
-func (s *Store) EventCounts(ctx context.Context, since time.Time) (sent int64, byType map[string]int64, err error) {
+// Reputation counts what a provider judges a sender by, since since: the
+// messages sent, their hard bounces, and their complaints (events stored
+// since then).
+func (s *Store) Reputation(ctx context.Context, since time.Time) (sent, hardBounces, complaints int64, err error) {
 	db := s.db.WithContext(ctx)
 	if err := db.Model(&Message{}).Where("status = ? AND sent_at >= ?", StatusSent, utc(since)).
 		Count(&sent).Error; err != nil {
-		return 0, nil, wrap(err, "count sent messages")
+		return 0, 0, 0, wrap(err, "count sent messages")
 	}
-	var rows []struct {
-		Type string
-		N    int64
+	var row struct{ Hard, Complaints int64 }
+	err = db.Model(&DeliveryEvent{}).
+		Select("COALESCE(SUM(CASE WHEN type = 'bounced' AND bounce_type = 'hard' THEN 1 ELSE 0 END), 0) AS hard, "+
+			"COALESCE(SUM(CASE WHEN type = 'complained' THEN 1 ELSE 0 END), 0) AS complaints").
+		Where("created_at >= ? AND type IN ('bounced', 'complained')", utc(since)).Take(&row).Error
+	if err != nil {
+		return 0, 0, 0, wrap(err, "count bounces and complaints")
 	}
-	if err := db.Model(&DeliveryEvent{}).Select("type, COUNT(*) AS n").
-		Where("created_at >= ?", utc(since)).Group("type").Find(&rows).Error; err != nil {
-		return 0, nil, wrap(err, "count delivery events")
-	}
-	byType = make(map[string]int64, len(rows))
-	for _, r := range rows {
-		byType[r.Type] = r.N
-	}
-	return sent, byType, nil
+	return sent, row.Hard, row.Complaints, nil
 }

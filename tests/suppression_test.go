@@ -117,8 +117,9 @@ func TestBounceSuppressesUntilDeleted(t *testing.T) {
 		}
 
 		used := p.rateLimitWindow(t, "per_minute")["used"]
-		r = p.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"alice@example.test"},
-			"cc": []string{"BOB@example.test"}, "subject": "Again", "body": "Hi"})
+		again := map[string]any{"inbox_id": inbox, "to": []string{"alice@example.test"},
+			"cc": []string{"BOB@example.test"}, "subject": "Again", "body": "Hi"}
+		r = p.do(t, "POST", "/v1/messages", again, "Idempotency-Key", "again-1")
 		body := r.JSON(t)
 		if r.Status != http.StatusUnprocessableEntity || body["code"] != "recipient_suppressed" {
 			t.Fatalf("send to a suppressed cc = %d %s, want 422 recipient_suppressed", r.Status, r.Body)
@@ -136,7 +137,12 @@ func TestBounceSuppressesUntilDeleted(t *testing.T) {
 
 		mustStatus(t, p.do(t, "DELETE", "/v1/suppressions/BOB@Example.test", nil), http.StatusNoContent)
 		mustStatus(t, p.do(t, "DELETE", "/v1/suppressions/bob@example.test", nil), http.StatusNotFound)
-		mustStatus(t, p.send(t, inbox, "bob@example.test"), http.StatusCreated)
+		// The refusal kept nothing of its Idempotency-Key: the same
+		// request goes out now.
+		r = p.do(t, "POST", "/v1/messages", again, "Idempotency-Key", "again-1")
+		if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
+			t.Errorf("the refused request again = %d %s (replayed %q), want 201 sent", r.Status, r.Body, r.Header.Get("Idempotent-Replayed"))
+		}
 		mx.WaitForCount(t, 2)
 	})
 }

@@ -142,6 +142,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	}
 	a.metrics = metrics.New(version, a.throttle.Throttle, a.throttle.backend, a.throttle.Unthrottled)
 	a.metrics.WatchHeld(st, a.clock.Now)
+	a.metrics.WatchReputation(st, a.clock.Now)
 	// The queue before the restore, which writes the lane job of a held
 	// message it gives back (store.ResolveInterrupted).
 	qo := hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,

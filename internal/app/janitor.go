@@ -8,6 +8,7 @@ import (
 
 	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/core/clock"
+	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -35,7 +36,8 @@ const sendLogKeep = 62 * time.Minute
 const expiredGrace = 2 * time.Minute
 
 // janitor fails held mail past its QUEUE_MAX_AGE, resolves the sends of
-// servers that died, and prunes what nothing can use any more: sends older
+// servers that died, warns of a bounce or complaint rate that endangers
+// the sender, and prunes what nothing can use any more: sends older
 // than every throttle window and idempotency keys past their 24 h. It runs
 // at start and then on the app's clock, every janitorTick, until Stop; a
 // test's fake clock drives it.
@@ -45,6 +47,9 @@ type janitor struct {
 	logger *slog.Logger
 	maxAge time.Duration
 	lane   store.LaneJob
+
+	// warnedAt is when the last reputation warning was logged.
+	warnedAt time.Time
 
 	mu      sync.Mutex
 	timer   clock.Timer
@@ -83,6 +88,7 @@ func (j *janitor) tick() {
 	}
 	if n%pruneTicks == 0 {
 		j.prune(ctx, now)
+		j.reputation(ctx, now)
 	}
 
 	j.mu.Lock()
@@ -121,6 +127,39 @@ func (j *janitor) prune(ctx context.Context, now time.Time) {
 	if _, err := j.store.PruneIdempotencyKeys(ctx, now.Add(-api.KeyTTL)); err != nil {
 		j.logger.Error("prune idempotency keys", slog.Any("error", err))
 	}
+}
+
+// The thresholds past which the janitor warns of the sender's reputation:
+// where SES puts an account under review (a 5 % bounce rate, a 0.1 %
+// complaint rate), once at least minReputationSample messages were sent in
+// the window, below which one bounce makes a rate.
+const (
+	maxBounceRate        = 0.05
+	maxComplaintRate     = 0.001
+	minReputationSample  = 100
+	reputationWarnPeriod = time.Hour
+)
+
+// reputation warns, at most once an hour while it lasts, when the bounce
+// or complaint rate of the last 24 hours is past what gets a provider
+// account reviewed.
+func (j *janitor) reputation(ctx context.Context, now time.Time) {
+	sent, hard, complaints, err := j.store.Reputation(ctx, now.Add(-metrics.ReputationWindow))
+	if err != nil {
+		j.logger.Error("read bounce and complaint rates", slog.Any("error", err))
+		return
+	}
+	br, cr := metrics.Rate(hard, sent), metrics.Rate(complaints, sent)
+	if sent < minReputationSample || br <= maxBounceRate && cr <= maxComplaintRate {
+		return
+	}
+	if !j.warnedAt.IsZero() && now.Sub(j.warnedAt) < reputationWarnPeriod {
+		return
+	}
+	j.warnedAt = now
+	j.logger.Warn("bounce or complaint rate over what gets a provider account reviewed (5 % bounces, 0.1 % complaints); "+
+		"check the list you send to (GET /v1/suppressions)",
+		slog.Int64("sent_24h", sent), slog.Float64("bounce_rate", br), slog.Float64("complaint_rate", cr))
 }
 
 // Stop ends the janitor and waits for a tick under way. Safe to call twice.

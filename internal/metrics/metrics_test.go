@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -29,6 +30,13 @@ func TestMetricsCountAndWindowsReadAtScrape(t *testing.T) {
 	m.ToolCall("send_email", "rate_limited")
 	m.ToolCall("send_email", "ok")
 	m.ToolCall("send_email", "ok")
+	m.Recorded("ses", "bounced", "bounce")
+	m.Recorded("ses", "bounced", "") // soft, or the address was on the list already
+	m.Recorded("sendgrid", "complained", "complaint")
+	m.Unknown("resend")
+	m.Suppressed("manual")
+	m.WebhookRefused("mailgun", "invalid_signature")
+	m.WatchReputation(reputation{}, clock.Now)
 	if got := testutil.ToFloat64(m.sends.WithLabelValues("smtp", "sent", "")); got != 1 {
 		t.Errorf("sends sent = %v, want 1", got)
 	}
@@ -62,6 +70,16 @@ func TestMetricsCountAndWindowsReadAtScrape(t *testing.T) {
 		`nornweave_mcp_tool_calls_total{outcome="ok",tool="send_email"} 2`,
 		`nornweave_mcp_tool_calls_total{outcome="rate_limited",tool="send_email"} 1`,
 		`nornweave_provider_request_duration_seconds_count{outcome="sent",provider="smtp"} 1`,
+		`nornweave_delivery_events_total{provider="ses",type="bounced"} 2`,
+		`nornweave_delivery_events_total{provider="sendgrid",type="complained"} 1`,
+		`nornweave_delivery_events_unknown_total{provider="resend"} 1`,
+		`nornweave_suppressions_added_total{reason="bounce"} 1`,
+		`nornweave_suppressions_added_total{reason="complaint"} 1`,
+		`nornweave_suppressions_added_total{reason="manual"} 1`,
+		`nornweave_webhook_refusals_total{cause="invalid_signature",provider="mailgun"} 1`,
+		`nornweave_sent_24h 200`,
+		`nornweave_bounce_rate_24h 0.03`,
+		`nornweave_complaint_rate_24h 0.005`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(string(body), want) {
@@ -69,3 +87,9 @@ func TestMetricsCountAndWindowsReadAtScrape(t *testing.T) {
 		}
 	}
 }
+
+// reputation is a day of 200 sends, 6 hard bounces and a complaint, for
+// any window asked.
+type reputation struct{}
+
+func (reputation) Reputation(context.Context, time.Time) (int64, int64, int64, error) { return 200, 6, 1, nil }
