@@ -47,9 +47,9 @@ func (a *API) receiveWebhook(c echo.Context) error {
 	if !slices.Contains(webhookProviders, provider) {
 		return notFound("Not Found")
 	}
-	if !a.Webhooks.configured(provider) {
+	if !a.Webhooks.Configured(provider) {
 		return a.refuseWebhook(provider, "not_configured", newError(http.StatusNotFound, "webhook_not_configured",
-			fmt.Sprintf("The %s webhook is not configured on this server (%s is not set)", provider, webhookSecret[provider])))
+			fmt.Sprintf("The %s webhook is not configured on this server (%s is not set)", provider, WebhookSecret(provider))))
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, WebhookMaxBody+1))
 	if err != nil {
@@ -97,17 +97,20 @@ type webhookAnswer struct {
 	Ignored int `json:"ignored"`
 }
 
-// webhookSecret names each provider's setting, for the 404's sentence.
-var webhookSecret = map[string]string{
-	"mailgun": "MAILGUN_WEBHOOK_SIGNING_KEY", "sendgrid": "SENDGRID_WEBHOOK_PUBLIC_KEY",
-	"resend": "RESEND_WEBHOOK_SECRET", "ses": "SES_SNS_TOPIC_ARNS",
+// WebhookSecret names the setting that configures provider's webhook.
+func WebhookSecret(provider string) string {
+	return map[string]string{
+		"mailgun": "MAILGUN_WEBHOOK_SIGNING_KEY", "sendgrid": "SENDGRID_WEBHOOK_PUBLIC_KEY",
+		"resend": "RESEND_WEBHOOK_SECRET", "ses": "SES_SNS_TOPIC_ARNS",
+	}[provider]
 }
 
 // errWebhookPayload is a signed body that is not the provider's shape.
 var errWebhookPayload = errors.New("webhook payload")
 
-func (w *Webhooks) configured(provider string) bool {
-	if w == nil || w.Events == nil {
+// Configured reports whether provider's webhook is: its secret is set.
+func (w *Webhooks) Configured(provider string) bool {
+	if w == nil {
 		return false
 	}
 	switch provider {

@@ -57,6 +57,7 @@ type App struct {
 	// the bounce mailbox while the app serves (nil: none configured).
 	events       *events.Recorder
 	bouncePoller *bounce.Poller
+	hooks        *api.Webhooks // the providers' webhooks configured
 	// retryBase scales River's backoff of held-mail jobs (WithRetryBase;
 	// 0: River's own).
 	retryBase time.Duration
@@ -186,14 +187,14 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
-	hooks, err := a.webhooks()
+	a.hooks, err = a.webhooks()
 	if err != nil {
 		logger.Error("refusing to start", slog.Any("error", err))
 		a.closeAll()
 		return nil, err
 	}
 	a.api = api.New(api.Options{
-		Webhooks: hooks,
+		Webhooks: a.hooks,
 		Store:    st, Sender: a.sender, Throttle: a.throttle.Throttle, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,

@@ -19,6 +19,8 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	smithylog "github.com/aws/smithy-go/logging"
 
+	"github.com/nornweave/nornweave/api"
+	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/skuld/throttle/pgthrottle"
@@ -84,7 +86,51 @@ func Checks(cfg config.Config, logger *slog.Logger) []Check {
 			return checkEmailDomain(cfg)
 		}})
 	}
+	checks = append(checks, Check{Name: "delivery events", Run: func(context.Context) CheckResult {
+		return checkDeliveryEvents(cfg)
+	}})
 	return checks
+}
+
+// checkDeliveryEvents reports which providers' webhooks are configured
+// (their secrets parse) and whether SMTP bounces are read. It warns when
+// the provider mail goes through reports nothing back: its bounces and
+// complaints would not suppress anything.
+func checkDeliveryEvents(cfg config.Config) CheckResult {
+	a := &App{cfg: cfg, clock: clock.NewSystem()}
+	w, err := a.webhooks()
+	if err != nil {
+		return CheckResult{Status: CheckFail, Detail: "webhooks", Err: err}
+	}
+	parts := make([]string, 0, 5)
+	for _, p := range []string{"mailgun", "sendgrid", "resend", "ses"} {
+		state := "not configured"
+		if w.Configured(p) {
+			state = "configured at POST /webhooks/" + p
+		}
+		parts = append(parts, p+" "+state)
+	}
+	provider := cfg.EmailProvider
+	if provider == "imap-smtp" {
+		provider = "smtp"
+	}
+	switch {
+	case provider == "smtp" && cfg.BounceIMAPURL != "":
+		parts = append(parts, "smtp bounces read from "+config.RedactURL(cfg.BounceIMAPURL))
+	case provider == "smtp":
+		parts = append(parts, "smtp bounces not read")
+	}
+	detail := strings.Join(parts, "; ")
+	switch {
+	case provider == "smtp" && cfg.BounceIMAPURL == "":
+		return CheckResult{Status: CheckWarn, Detail: detail, Err: errors.New(
+			"bounces of mail sent through SMTP are not read: set BOUNCE_ADDRESS and BOUNCE_IMAP_URL")}
+	case provider != "smtp" && provider != "demo" && !w.Configured(provider):
+		return CheckResult{Status: CheckWarn, Detail: detail, Err: fmt.Errorf(
+			"%s's bounces and complaints are not received: set %s and point its webhook at /webhooks/%s",
+			provider, api.WebhookSecret(provider), provider)}
+	}
+	return CheckResult{Status: CheckOK, Detail: detail}
 }
 
 // RunCheck runs c within checkTimeout.

@@ -86,3 +86,31 @@ func testConfig(provider, override string) config.Config {
 	c.MailgunAPIBase, c.SendgridAPIBase, c.ResendAPIBase, c.SESEndpoint = override, override, override, override
 	return c
 }
+
+// The delivery-events check says which webhooks are configured, warns when
+// the provider in use reports nothing back, and fails on a secret that
+// does not parse.
+func TestCheckDeliveryEvents(t *testing.T) {
+	t.Parallel()
+	base := config.Config{EmailProvider: "sendgrid", SendgridAPIKey: "k", MailgunWebhookSigningKey: "key-1"}
+	r := checkDeliveryEvents(base)
+	if r.Status != CheckWarn || !strings.Contains(r.Detail, "mailgun configured at POST /webhooks/mailgun") ||
+		!strings.Contains(r.Detail, "sendgrid not configured") || !strings.Contains(r.Err.Error(), "SENDGRID_WEBHOOK_PUBLIC_KEY") {
+		t.Errorf("sendgrid without its webhook = %v %q %v", r.Status, r.Detail, r.Err)
+	}
+	bad := base
+	bad.SendgridWebhookPublicKey = "not a key"
+	if r := checkDeliveryEvents(bad); r.Status != CheckFail {
+		t.Errorf("an unparsable public key = %v %q", r.Status, r.Detail)
+	}
+	smtp := config.Config{EmailProvider: "smtp", BounceAddress: "bounces@acme.test",
+		BounceIMAPURL: "imaps://bounces:s3cret@imap.acme.test/INBOX"}
+	if r := checkDeliveryEvents(smtp); r.Status != CheckOK || strings.Contains(r.Detail, "s3cret") ||
+		!strings.Contains(r.Detail, "smtp bounces read from imaps://xxxxx@imap.acme.test/INBOX") {
+		t.Errorf("smtp with a bounce mailbox = %v %q", r.Status, r.Detail)
+	}
+	smtp.BounceIMAPURL = ""
+	if r := checkDeliveryEvents(smtp); r.Status != CheckWarn {
+		t.Errorf("smtp without a bounce mailbox = %v %q", r.Status, r.Detail)
+	}
+}

@@ -25,6 +25,10 @@ func (a *App) startAttrs(addr string) []any {
 	case "smtp":
 		attrs = append(attrs, slog.String("smtp_host", c.SMTPHost), slog.Int("smtp_port", c.SMTPPort),
 			slog.Bool("smtp_tls", c.SMTPUseTLS))
+		if c.BounceAddress != "" {
+			attrs = append(attrs, slog.String("bounce_address", c.BounceAddress),
+				slog.String("bounce_mailbox", MaskURL(c.BounceIMAPURL)))
+		}
 	case "mailgun", "sendgrid", "resend", "ses":
 		attrs = append(attrs, slog.String("api_base", MaskURL(APIBase(c))))
 		if c.EmailProvider == "ses" {
@@ -43,7 +47,14 @@ func (a *App) startAttrs(addr string) []any {
 	if c.ThrottleBackend == "redis" {
 		attrs = append(attrs, slog.String("redis", MaskURL(c.RedisURL)), slog.String("redis_key_prefix", c.RedisKeyPrefix))
 	}
+	var hooks []string
+	for _, p := range []string{"mailgun", "sendgrid", "resend", "ses"} {
+		if a.hooks.Configured(p) {
+			hooks = append(hooks, p)
+		}
+	}
 	return append(attrs,
+		slog.Any("webhooks", append([]string{}, hooks...)),
 		slog.Any("domain_allowlist", list(c.OutboundDomainAllowlist)),
 		slog.Any("domain_blocklist", list(c.OutboundDomainBlocklist)),
 		slog.Any("cors_origins", list(c.CORSOrigins)),
