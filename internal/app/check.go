@@ -123,8 +123,12 @@ func checkDeliveryEvents(cfg config.Config) CheckResult {
 	detail := strings.Join(parts, "; ")
 	switch {
 	case provider == "smtp" && cfg.BounceIMAPURL == "":
+		missing := "BOUNCE_ADDRESS and BOUNCE_IMAP_URL"
+		if cfg.BounceAddress != "" {
+			missing = "BOUNCE_IMAP_URL"
+		}
 		return CheckResult{Status: CheckWarn, Detail: detail, Err: errors.New(
-			"bounces of mail sent through SMTP are not read: set BOUNCE_ADDRESS and BOUNCE_IMAP_URL")}
+			"bounces of mail sent through SMTP are not read: set " + missing)}
 	case provider != "smtp" && provider != "demo" && !w.Configured(provider):
 		return CheckResult{Status: CheckWarn, Detail: detail, Err: fmt.Errorf(
 			"%s's bounces and complaints are not received: set %s and point its webhook at /webhooks/%s",
