@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/internal/testkit/apptest"
 	"github.com/nornweave/nornweave/internal/testkit/providertest"
 	"github.com/nornweave/nornweave/internal/testkit/webhooktest"
@@ -156,8 +157,17 @@ func TestWebhooksPerProvider(t *testing.T) {
 			if r.Status != http.StatusUnprocessableEntity || f.Count() != 1 {
 				t.Errorf("send after the bounce = %d %s, %d at the provider; want 422, 1", r.Status, r.Body, f.Count())
 			}
-			if kind == "ses" {
+			switch kind {
+			case "ses":
 				snsRefusals(t, s, sns)
+			case "mailgun":
+				// A body over 1 MiB is refused before it is verified; a
+				// provider we do not know is no route.
+				r := s.do(t, "POST", path, strings.Repeat(" ", api.WebhookMaxBody+1))
+				if r.Status != http.StatusRequestEntityTooLarge {
+					t.Errorf("a body over 1 MiB = %d %s, want 413", r.Status, r.Body)
+				}
+				mustStatus(t, s.do(t, "POST", "/webhooks/postmark", "{}"), http.StatusNotFound)
 			}
 		})
 	}
