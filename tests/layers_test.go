@@ -18,7 +18,7 @@ var floors = map[string][]string{
 	"core/":          {"core/"},
 	"migrations":     {},
 	"store":          {"core/", "migrations"},
-	"providers":      {"core/"},
+	"providers":      {"core/", "providers"}, // bounce reads DSNs into webhook's event model
 	"skuld/render":   {},
 	"skuld/filter":   {"core/"},
 	"skuld/throttle": {"core/", "skuld/throttle"},
