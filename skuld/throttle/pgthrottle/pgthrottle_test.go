@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 		return throttletest.Backend{
 			New: func(o throttletest.Options) throttle.Throttle {
 				th := pgthrottle.New(pool(t, url), shared.Options{Global: o.Global, Inbox: o.Inbox, CallTimeout: throttletest.CallTimeout,
-					Clock: clock, SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
+					Clock: clock, SettleDelay: o.Settle(), Rebuild: o.Rebuild})
 				t.Cleanup(func() { _ = th.Close(context.Background()) })
 				return th
 			},

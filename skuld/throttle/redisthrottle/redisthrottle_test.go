@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 				c := redis.NewClient(&opts)
 				t.Cleanup(func() { c.Close() })
 				th := redisthrottle.New(c, prefix, shared.Options{Global: o.Global, CallTimeout: throttletest.CallTimeout,
-					Inbox: o.Inbox, Clock: clock, SettleDelay: o.SettleDelay, Rebuild: o.Rebuild})
+					Inbox: o.Inbox, Clock: clock, SettleDelay: o.Settle(), Rebuild: o.Rebuild})
 				t.Cleanup(func() { _ = th.Close(context.Background()) })
 				return th
 			},
