@@ -92,4 +92,6 @@ func TestMetricsCountAndWindowsReadAtScrape(t *testing.T) {
 // any window asked.
 type reputation struct{}
 
-func (reputation) Reputation(context.Context, time.Time) (int64, int64, int64, error) { return 200, 6, 1, nil }
+func (reputation) Reputation(context.Context, time.Time) (int64, int64, int64, error) {
+	return 200, 6, 1, nil
+}
