@@ -465,7 +465,9 @@ func (s *Sender) checkSuppressed(ctx context.Context, req SendRequest) error {
 		return slices.Index(keys, a.Email) - slices.Index(keys, b.Email)
 	})
 	for _, sp := range found {
-		s.o.Logger.InfoContext(ctx, "recipient suppressed", slog.String("email", sp.Email), slog.String("reason", sp.Reason))
+		// The domain, as a blocked domain is logged: never the address.
+		_, domain, _ := strings.Cut(sp.Email, "@")
+		s.o.Logger.InfoContext(ctx, "recipient suppressed", slog.String("domain", domain), slog.String("reason", sp.Reason))
 	}
 	return &SuppressedError{Suppressed: found}
 }

@@ -110,10 +110,7 @@ func checkDeliveryEvents(cfg config.Config) CheckResult {
 		}
 		parts = append(parts, p+" "+state)
 	}
-	provider := cfg.EmailProvider
-	if provider == "imap-smtp" {
-		provider = "smtp"
-	}
+	provider := cfg.EmailProvider // Load has made imap-smtp smtp
 	switch {
 	case provider == "smtp" && cfg.BounceIMAPURL != "":
 		parts = append(parts, "smtp bounces read from "+config.RedactURL(cfg.BounceIMAPURL))

@@ -21,32 +21,31 @@ func WithCertFetcher(fetch func(ctx context.Context, url string) ([]byte, error)
 func (a *App) webhooks() (*api.Webhooks, error) {
 	cfg, now := a.cfg, a.clock.Now
 	w := &api.Webhooks{Events: a.events}
-	configured := false
 	if cfg.MailgunWebhookSigningKey != "" {
-		w.Mailgun, configured = webhook.NewMailgun(cfg.MailgunWebhookSigningKey, now), true
+		w.Mailgun = webhook.NewMailgun(cfg.MailgunWebhookSigningKey, now)
 	}
 	if cfg.SendgridWebhookPublicKey != "" {
 		sg, err := webhook.NewSendGrid(cfg.SendgridWebhookPublicKey, now)
 		if err != nil {
 			return nil, fmt.Errorf("SENDGRID_WEBHOOK_PUBLIC_KEY: %w", err)
 		}
-		w.SendGrid, configured = sg, true
+		w.SendGrid = sg
 	}
 	if cfg.ResendWebhookSecret != "" {
 		rs, err := webhook.NewResend(cfg.ResendWebhookSecret)
 		if err != nil {
 			return nil, fmt.Errorf("RESEND_WEBHOOK_SECRET: %w", err)
 		}
-		w.Resend, configured = rs, true
+		w.Resend = rs
 	}
 	if topics := config.SplitList(cfg.SESSNSTopicARNs); len(topics) > 0 {
 		sns, err := webhook.NewSNS(topics, a.certFetch, now)
 		if err != nil {
 			return nil, fmt.Errorf("SES_SNS_TOPIC_ARNS: %w", err)
 		}
-		w.SES, configured = sns, true
+		w.SES = sns
 	}
-	if !configured {
+	if w.Mailgun == nil && w.SendGrid == nil && w.Resend == nil && w.SES == nil {
 		return nil, nil
 	}
 	return w, nil
