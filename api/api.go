@@ -16,6 +16,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/outbox"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
@@ -44,6 +45,10 @@ type Store interface {
 	Suppressions(ctx context.Context, f store.SuppressionFilter) ([]store.Suppression, int64, error)
 	AddSuppression(ctx context.Context, sp *store.Suppression) (*store.Suppression, bool, error)
 	DeleteSuppression(ctx context.Context, email string) error
+	WebhookEndpoints(ctx context.Context) ([]store.WebhookEndpoint, error)
+	WebhookEndpoint(ctx context.Context, id string) (*store.WebhookEndpoint, error)
+	DeleteWebhookEndpoint(ctx context.Context, id string) error
+	WebhookDeliveries(ctx context.Context, f store.WebhookDeliveryFilter) ([]store.WebhookDelivery, int64, error)
 }
 
 // Sender runs the send pipeline.
@@ -81,6 +86,12 @@ type Options struct {
 
 	// Webhooks are the providers' event webhooks; nil: none configured.
 	Webhooks *Webhooks
+	// HooksOut delivers the server's events to applications' endpoints
+	// (/v1/webhooks); nil: 404.
+	HooksOut *outbox.Webhooks
+	// RespondAsync is SEND_RESPOND_ASYNC: a send answers 202 queued at
+	// once unless its request says Prefer: respond-sync.
+	RespondAsync bool
 
 	// APIKey, when set, is required on every /v1 route.
 	APIKey string

@@ -14,6 +14,7 @@ var corsExposedHeaders = []string{
 	"Retry-After", echo.HeaderXRequestID, "Idempotent-Replayed", echo.HeaderWWWAuthenticate,
 	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy",
 	echo.HeaderContentDisposition, // a downloaded attachment's file name
+	"Preference-Applied",          // a send answered at once (Prefer: respond-async)
 }
 
 // cors answers the CORS_ORIGINS' preflights and marks their responses.
@@ -27,7 +28,7 @@ func cors(origins []string) echo.MiddlewareFunc {
 		// MCP-Protocol-Version: an MCP client in a page of an allowed
 		// origin sends it on every request after initialize.
 		AllowHeaders: []string{echo.HeaderContentType, echo.HeaderAuthorization, "X-API-Key",
-			"Idempotency-Key", echo.HeaderXRequestID, "MCP-Protocol-Version"},
+			"Idempotency-Key", echo.HeaderXRequestID, "MCP-Protocol-Version", "Prefer"},
 		ExposeHeaders: corsExposedHeaders,
 	})
 }

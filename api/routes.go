@@ -40,6 +40,15 @@ func (a *API) routes(e *echo.Echo) {
 	v1.POST("/suppressions", a.createSuppression)
 	v1.DELETE("/suppressions/:email", a.deleteSuppression)
 
+	v1.POST("/webhooks", a.createWebhook)
+	v1.GET("/webhooks", a.listWebhooks)
+	v1.GET("/webhooks/:id", a.getWebhook)
+	v1.PATCH("/webhooks/:id", a.updateWebhook)
+	v1.DELETE("/webhooks/:id", a.deleteWebhook)
+	v1.POST("/webhooks/:id/rotate-secret", a.rotateWebhookSecret)
+	v1.GET("/webhooks/:id/deliveries", a.listWebhookDeliveries)
+	v1.POST("/webhooks/:id/deliveries/:delivery_id/replay", a.replayWebhookDelivery)
+
 	v1.GET("/attachments", a.listAttachments)
 	v1.GET("/attachments/:id", a.getAttachment)
 	v1.GET("/attachments/:id/content", a.getAttachmentContent)

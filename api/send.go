@@ -49,8 +49,32 @@ func (a *API) postMessage(c echo.Context) error {
 	if err != nil {
 		return a.answerSend(c, SendAnswer{}, err)
 	}
+	req.Async = a.respondAsync(c.Request().Header)
 	ans, err := a.Send(c.Request().Context(), req, key, hash)
+	if err == nil && req.Async && req.ScheduledAt == nil && ans.Status == http.StatusAccepted {
+		c.Response().Header().Set("Preference-Applied", "respond-async")
+	}
 	return a.answerSend(c, ans, err)
+}
+
+// respondAsync reads the request's preference (RFC 7240): respond-async
+// asks for 202 queued as soon as the message is recorded, respond-sync for
+// the answer after the send; neither, the server's default.
+func (a *API) respondAsync(h http.Header) bool {
+	async := a.RespondAsync
+	for _, v := range h.Values("Prefer") {
+		for _, pref := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(pref, ";")
+			name, _, _ = strings.Cut(name, "=")
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "respond-async":
+				async = true
+			case "respond-sync":
+				async = false
+			}
+		}
+	}
+	return async
 }
 
 // decodeSend reads a send request: its Idempotency-Key, with the hash of

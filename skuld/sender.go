@@ -73,6 +73,11 @@ type SendRequest struct {
 	// inbox's lane, instead of failing it (on_throttle "queue"); it needs
 	// Options.Hold.
 	QueueOnThrottle bool
+	// Async holds the send as queued in its inbox's lane once it is
+	// accepted, filtered and recorded, instead of sending it now (Prefer:
+	// respond-async): the lane sends it under the same throttle, and its
+	// outcome reaches the application as a webhook. It needs Options.Hold.
+	Async bool
 	// ScheduledAt, when set, holds the message until then (Schedule)
 	// instead of sending it now; it needs Options.Hold.
 	ScheduledAt *time.Time
@@ -271,6 +276,9 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 	}
 	if err := s.screen(ctx, req); err != nil {
 		return adm, err
+	}
+	if req.Async && s.o.Hold != nil {
+		return s.queued(ctx, req, inbox, thread, parent, s.o.Clock.Now(), throttle.Snapshot{})
 	}
 	queue := req.QueueOnThrottle && s.o.Hold != nil
 	if queue {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -178,6 +179,18 @@ func agentScenario(t *testing.T, cs *mcp.ClientSession, mx *smtptest.Server) {
 		"subject": "Queued", "body": "q", "on_throttle": "queue", "idempotency_key": "k-queued"})
 	if res.IsError || sc(res)["status"] != "queued" || sc(res)["next_attempt_at"] == nil {
 		t.Errorf("over the limit with on_throttle queue = %v, want status queued with next_attempt_at", sc(res))
+	}
+	// respond_async (issue 30): answered queued once recorded; sent in the
+	// background when the windows allow.
+	res = call("send_email", map[string]any{"inbox_id": inbox, "to": []string{"fay@example.com"},
+		"subject": "Async", "body": "a", "respond_async": true, "idempotency_key": "k-async"})
+	if res.IsError || sc(res)["status"] != "queued" {
+		t.Errorf("send_email with respond_async = %v, want status queued", sc(res))
+	}
+	res = call("send_email", map[string]any{"inbox_id": inbox, "to": []string{"fay@example.com"},
+		"subject": "Async", "body": "a", "respond_async": "yes"})
+	if !res.IsError || !strings.Contains(fmt.Sprint(sc(res)), "respond_async") {
+		t.Errorf("respond_async \"yes\" = %v, want a refusal naming it", sc(res))
 	}
 	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	res = call("send_email", map[string]any{"inbox_id": inbox, "to": []string{"eli@example.com"},

@@ -44,12 +44,13 @@ type sendEmailArgs struct {
 	IdempotencyKey string   `json:"idempotency_key,omitempty" jsonschema:"a unique string per email (1 to 255 printable ASCII characters); the same key is never sent twice"`
 	ScheduledAt    string   `json:"scheduled_at,omitempty" jsonschema:"send at this time instead of now: RFC 3339 with an offset, at most SCHEDULE_MAX_AHEAD (default 30 days) ahead; now or past sends now"`
 	OnThrottle     string   `json:"on_throttle,omitempty" jsonschema:"what a throttled send gets: reject (a rate_limited refusal) or queue (held and sent when the windows have room); default: the server's SEND_ON_THROTTLE"`
+	RespondAsync   *bool    `json:"respond_async,omitempty" jsonschema:"true: answer status queued as soon as the email is recorded and send it in the background (get_message or a message.sent/message.failed webhook tells the outcome); false: answer after the send; default: the server's SEND_RESPOND_ASYNC"`
 }
 
 type sendEmailResult struct {
 	MessageID         string         `json:"message_id" jsonschema:"the message's id (get_message)"`
 	ThreadID          string         `json:"thread_id" jsonschema:"the conversation's id: pass it as thread_id to reply in it"`
-	Status            string         `json:"status" jsonschema:"sent: the provider accepted it; failed: it could not be sent (see error); scheduled: held until scheduled_at; queued: throttled and held until next_attempt_at; recorded either way"`
+	Status            string         `json:"status" jsonschema:"sent: the provider accepted it; failed: it could not be sent (see error); scheduled: held until scheduled_at; queued: held until next_attempt_at (throttled, or respond_async); recorded either way"`
 	Error             *string        `json:"error" jsonschema:"why a failed message failed"`
 	ProviderMessageID *string        `json:"provider_message_id" jsonschema:"the email provider's id of the message"`
 	Replayed          bool           `json:"replayed" jsonschema:"true when idempotency_key matched an earlier send: this is its result and nothing was sent again"`
@@ -99,6 +100,7 @@ func (s *Server) sendEmail(ctx context.Context, args api.Args, withFiles bool) (
 	if err != nil {
 		return sendEmailResult{}, err
 	}
+	async := respondAsyncArg(args, s.api.RespondAsync)
 	if raw, ok := args.Fields()["recipient"]; ok {
 		delete(args.Fields(), "recipient")
 		if _, both := args.Fields()["to"]; both {
@@ -138,6 +140,7 @@ func (s *Server) sendEmail(ctx context.Context, args api.Args, withFiles bool) (
 	if err != nil {
 		return sendEmailResult{}, err
 	}
+	req.Async = async
 	ans, err := s.api.Send(ctx, req, key, hex.EncodeToString(sum[:]))
 	if err != nil {
 		return sendEmailResult{}, err
@@ -154,6 +157,21 @@ func (s *Server) sendEmail(ctx context.Context, args api.Args, withFiles bool) (
 			Remaining: tight.Remaining, ResetSeconds: tight.ResetSeconds}
 	}
 	return out, nil
+}
+
+// respondAsyncArg takes respond_async out of args (it says how to answer,
+// not what to send), def when absent.
+func respondAsyncArg(args api.Args, def bool) bool {
+	raw, ok := args.Present("respond_async")
+	delete(args.Fields(), "respond_async")
+	if !ok {
+		return def
+	}
+	var async bool
+	if err := json.Unmarshal(raw, &async); err != nil {
+		args.Add("respond_async", "Input should be a valid boolean", "bool_type")
+	}
+	return async
 }
 
 // idempotencyArg takes idempotency_key out of args (it is not part of the

@@ -140,6 +140,7 @@ type Config struct {
 	Throttle
 	// Scheduled and queued sends (issue 19); see hold.go.
 	Hold
+	WebhooksOut
 	// Where `nornweave mcp` finds the server; see mcp.go.
 	MCPClient
 }
@@ -317,6 +318,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateThrottle()...)
 	errs = append(errs, c.validateHold()...)
+	errs = append(errs, c.validateWebhooksOut()...)
 	errs = append(errs, c.validateNetwork()...)
 	return errors.Join(errs...)
 }

@@ -21,10 +21,12 @@ import (
 	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/providers/bounce"
+	"github.com/nornweave/nornweave/providers/notify"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/skuld/events"
 	"github.com/nornweave/nornweave/skuld/filter"
 	"github.com/nornweave/nornweave/skuld/hold"
+	"github.com/nornweave/nornweave/skuld/outbox"
 	"github.com/nornweave/nornweave/skuld/render"
 	"github.com/nornweave/nornweave/store"
 )
@@ -58,6 +60,12 @@ type App struct {
 	events       *events.Recorder
 	bouncePoller *bounce.Poller
 	hooks        *api.Webhooks // the providers' webhooks configured
+	// hooksOut delivers events to applications' endpoints (webhooks out);
+	// hookClient and hookResolver replace its client's options and its
+	// resolver in a test.
+	hooksOut     *outbox.Webhooks
+	hookClient   *notify.Options
+	hookResolver notify.Resolver
 	// retryBase scales River's backoff of held-mail jobs (WithRetryBase;
 	// 0: River's own).
 	retryBase time.Duration
@@ -149,6 +157,13 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	qo := hold.Options{DB: st.SQL(), Driver: cfg.DBDriver, Store: st, Logger: logger,
 		LongestLease: a.budget.Lease(largestMessage(cfg)), Alone: j.alone,
 		Clock: a.clock, MaxAge: queueMaxAge(cfg), Observer: a.metrics, PollInterval: cfg.HeldPollInterval}
+	hooksOut, ext, err := a.webhooksOut(cfg, st)
+	if err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	a.hooksOut = hooksOut
+	qo.Extensions = []hold.Extension{ext}
 	if a.retryBase > 0 {
 		qo.RetryPolicy = hold.ScaledRetry{Base: a.retryBase}
 	}
@@ -187,6 +202,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
+	if err := a.hooksOut.Start(a.queue); err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	a.metrics.WatchWebhooks(st, a.oldestUndelivered)
 	a.hooks, err = a.webhooks()
 	if err != nil {
 		logger.Error("refusing to start", slog.Any("error", err))
@@ -194,8 +214,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		return nil, err
 	}
 	a.api = api.New(api.Options{
-		Webhooks: a.hooks,
-		Store:    st, Sender: a.sender, Throttle: a.throttle.Throttle, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
+		Webhooks: a.hooks, HooksOut: a.hooksOut, RespondAsync: cfg.SendRespondAsync,
+		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AllowedHosts:           cfg.AllowedHostList(),
@@ -327,7 +347,7 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	// The queue first: it stops taking jobs and finishes those running,
 	// whose sends the sender's drain then finds recorded. Jobs not started
 	// stay in the database for the next start.
-	drainErr := errors.Join(a.queue.Stop(shutdownCtx), a.sender.Shutdown(shutdownCtx))
+	drainErr := errors.Join(a.hooksOut.Stop(shutdownCtx), a.queue.Stop(shutdownCtx), a.sender.Shutdown(shutdownCtx))
 	a.logger.Info("sends drained; closing the listener")
 	// The janitor's prune, and the bounce poller's records, must not meet
 	// a closed database.
@@ -383,7 +403,7 @@ func (a *App) keyLease() time.Duration {
 // Close waits for sends in flight, then closes the provider and the
 // database. Safe to call twice.
 func (a *App) Close(ctx context.Context) error {
-	return errors.Join(a.queue.Stop(ctx), a.sender.Shutdown(ctx), a.closeAll())
+	return errors.Join(a.hooksOut.Stop(ctx), a.queue.Stop(ctx), a.sender.Shutdown(ctx), a.closeAll())
 }
 
 func (a *App) closeAll() error {

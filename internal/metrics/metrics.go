@@ -51,6 +51,7 @@ type Metrics struct {
 	unknownEvents   *prometheus.CounterVec
 	suppressions    *prometheus.CounterVec
 	webhookRefusals *prometheus.CounterVec
+	webhookAttempts *prometheus.CounterVec
 }
 
 // New registers every metric in a new registry: the server's own; the
@@ -106,7 +107,8 @@ func New(version string, th Throttle, backend string, unthrottled func() int64) 
 		Name: "throttle_unthrottled_sends_total",
 		Help: "Sends admitted without the throttle because its backend could not be asked (THROTTLE_FAIL=open)."},
 		func() float64 { return float64(unthrottled()) })
-	m.reg.MustRegister(m.sends, m.providerSeconds, m.retries, m.refusals, m.requests, m.requestSeconds,
+	m.webhookAttempts = newWebhookAttempts()
+	m.reg.MustRegister(m.webhookAttempts, m.sends, m.providerSeconds, m.retries, m.refusals, m.requests, m.requestSeconds,
 		m.replays, m.toolCalls, m.lateness, m.events, m.unknownEvents, m.suppressions, m.webhookRefusals, build, unthrottledSends, &windowCollector{throttle: th, backend: backend},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every window appears from the first scrape, at zero.

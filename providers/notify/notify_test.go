@@ -249,13 +249,13 @@ func TestNextAttemptFollowsTheSchedule(t *testing.T) {
 	want := []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
 	for i, w := range want {
 		for range 100 {
-			d, ok := notify.NextAttempt(i+1, r)
+			d, ok := notify.DefaultSchedule.Next(i+1, r)
 			if !ok || d < w*9/10 || d > w*11/10 {
 				t.Fatalf("after attempt %d: %v, %v; want about %v", i+1, d, ok, w)
 			}
 		}
 	}
-	if _, ok := notify.NextAttempt(len(notify.Schedule), r); ok {
+	if _, ok := notify.DefaultSchedule.Next(len(notify.DefaultSchedule), r); ok {
 		t.Error("an attempt after the last")
 	}
 }

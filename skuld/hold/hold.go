@@ -140,6 +140,22 @@ type Options struct {
 	// a server that died (nil: River's default, attempt⁴ seconds).
 	// ScaledRetry shortens River's schedule for a test.
 	RetryPolicy river.ClientRetryPolicy
+	// Extensions add other packages' kinds of job to the queue's River
+	// client (webhooks out): one client per database, so that its leader's
+	// scheduler and rescuer serve every kind.
+	Extensions []Extension
+}
+
+// Extension is a kind of job of another package run by the Queue's River
+// client, in a queue of its own so that its jobs never wait behind held
+// mail's, nor held mail behind them.
+type Extension struct {
+	Queue    string
+	Workers  int
+	Register func(*river.Workers)
+	// Kinds are made runnable early at start-up alone, as held mail's
+	// (Start).
+	Kinds []string
 }
 
 // Queue is the River client that dispatches held messages. It implements
@@ -182,9 +198,14 @@ func New(o Options) (*Queue, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dueWorker{q: q, timeout: timeout})
 	river.AddWorker(workers, &laneWorker{q: q, timeout: timeout})
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}}
+	for _, x := range o.Extensions {
+		x.Register(workers)
+		queues[x.Queue] = river.QueueConfig{MaxWorkers: x.Workers}
+	}
 	cfg := &river.Config{
 		Logger:               slog.New(routine{o.Logger.With(slog.String("component", "river")).Handler()}),
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}},
+		Queues:               queues,
 		Workers:              workers,
 		FetchPollInterval:    cmp.Or(o.PollInterval, defaultPoll),
 		FetchCooldown:        min(cmp.Or(o.PollInterval, defaultPoll), fetchCooldown),
@@ -240,7 +261,11 @@ func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 // runSoon makes available the held-message jobs waiting for River's
 // scheduler (scheduled, or retryable) that are due before by.
 func (q *Queue) runSoon(ctx context.Context, by time.Time) error {
-	params := river.NewJobListParams().Kinds(kindDue, kindLane).
+	kinds := []string{kindDue, kindLane}
+	for _, x := range q.o.Extensions {
+		kinds = append(kinds, x.Kinds...)
+	}
+	params := river.NewJobListParams().Kinds(kinds...).
 		States(rivertype.JobStateScheduled, rivertype.JobStateRetryable).
 		OrderBy(river.JobListOrderByScheduledAt, river.SortOrderAsc).First(100)
 	n := 0
@@ -316,6 +341,36 @@ func (q *Queue) Lane(inboxID string, at time.Time) store.JobTx {
 			&river.InsertOpts{ScheduledAt: future(at), UniqueOpts: laneUnique})
 		return wrap(err, "insert lane job")
 	}
+}
+
+// InsertTx writes jobs of the Queue's extensions in tx, the transaction
+// that records what they are for.
+func (q *Queue) InsertTx(ctx context.Context, tx *sql.Tx, jobs []river.InsertManyParams) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	_, err := q.client.InsertManyFastTx(ctx, tx, jobs)
+	return wrap(err, "insert jobs")
+}
+
+// Insert writes one job of the Queue's extensions (a replay).
+func (q *Queue) Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
+	_, err := q.client.Insert(ctx, args, opts)
+	return wrap(err, "insert job")
+}
+
+// OldestJob is when the oldest job of kinds that has not finished was
+// written, and whether there is one.
+func (q *Queue) OldestJob(ctx context.Context, kinds ...string) (time.Time, bool, error) {
+	params := river.NewJobListParams().Kinds(kinds...).
+		States(rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled).
+		OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(1)
+	page, err := q.client.JobList(ctx, params)
+	if err != nil || len(page.Jobs) == 0 {
+		return time.Time{}, false, wrap(err, "list oldest job")
+	}
+	return page.Jobs[0].CreatedAt, true, nil
 }
 
 // future is the time to insert a job due at at with: zero when it is due

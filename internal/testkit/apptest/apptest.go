@@ -16,6 +16,7 @@ import (
 	"github.com/nornweave/nornweave/core/logging"
 	"github.com/nornweave/nornweave/internal/app"
 	"github.com/nornweave/nornweave/internal/testkit/testdb"
+	"github.com/nornweave/nornweave/providers/notify"
 )
 
 // Config returns a valid configuration with the documented defaults: the
@@ -101,6 +102,10 @@ type Options struct {
 	// CertFetch reads SNS's certificates (nil: HTTPS to AWS); see
 	// app.WithCertFetcher.
 	CertFetch func(ctx context.Context, url string) ([]byte, error)
+	// WebhookClient and WebhookResolver replace webhooks out's client
+	// options and URL resolver; see app.WithWebhookClient.
+	WebhookClient   *notify.Options
+	WebhookResolver notify.Resolver
 }
 
 // StartWith is Start with o.
@@ -122,6 +127,12 @@ func StartWith(tb testing.TB, cfg config.Config, o Options) *Server {
 	}
 	if o.CertFetch != nil {
 		opts = append(opts, app.WithCertFetcher(o.CertFetch))
+	}
+	if o.WebhookClient != nil {
+		opts = append(opts, app.WithWebhookClient(*o.WebhookClient))
+	}
+	if o.WebhookResolver != nil {
+		opts = append(opts, app.WithWebhookResolver(o.WebhookResolver))
 	}
 	a, err := app.New(context.Background(), cfg, logger, "test", opts...)
 	if err != nil {
