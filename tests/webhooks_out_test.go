@@ -236,6 +236,15 @@ func TestWebhooksOut(t *testing.T) {
 			if n := len(hookrecv.Of(rcv.Requests(), "message.sent", next)); n != 0 || len(rcv.Requests()) != before {
 				t.Fatalf("a disabled endpoint got %d more requests", len(rcv.Requests())-before)
 			}
+			metrics := string(s.do(t, "GET", "/metrics", nil).Body)
+			for _, want := range []string{`nornweave_webhook_attempts_total{outcome="delivered"}`,
+				`nornweave_webhook_attempts_total{outcome="failed"} 2`, `nornweave_webhook_attempts_total{outcome="snoozed"} 1`,
+				`nornweave_webhook_attempts_total{outcome="gone"} 1`, "nornweave_webhook_endpoints_disabled 1",
+				"nornweave_webhook_oldest_undelivered_seconds 0"} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
 		})
 	})
 }

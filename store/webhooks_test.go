@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+)
+
+// The database writes an event in the transaction that changes what it
+// tells of, only while an endpoint is enabled; a relay that fails leaves
+// it for the next, and one that succeeds takes it once.
+func TestOutboxWrittenByTheChangeAndRelayedOnce(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		in := mustCreateInbox(t, s, "agent@acme.test")
+		count := func() int {
+			var n int
+			if err := s.sqlDB.QueryRowContext(ctx, "SELECT count(*) FROM webhook_outbox").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		mustSend(t, s, in, nil, t0, nil)
+		if n := count(); n != 0 {
+			t.Fatalf("%d outbox events with no endpoint, want none", n)
+		}
+		ep := &WebhookEndpoint{URL: "https://example.com/hook", Events: StringList{"message.sent"}, Enabled: true, Secret: "whsec_x"}
+		if err := s.CreateWebhookEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := mustSend(t, s, in, nil, t0, func(m *Message) { m.Status = StatusSending; m.SentAt = nil })
+		if n := count(); n != 0 {
+			t.Fatalf("%d outbox events for a message sending, want none", n)
+		}
+		if err := s.UpdateMessageOutcome(ctx, m.ID, Outcome{Status: StatusSent, SentAt: &t0}); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != 1 {
+			t.Fatalf("%d outbox events after sent, want 1", n)
+		}
+		boom := errors.New("boom")
+		if _, err := s.RelayOutbox(ctx, 10, func([]OutboxEvent, map[string]*Message, []WebhookEndpoint) ([]WebhookEvent, JobTx, error) {
+			return nil, nil, boom
+		}); !errors.Is(err, boom) || count() != 1 {
+			t.Fatalf("failed relay = %v, %d left; want boom and the event kept", err, count())
+		}
+		var seen []OutboxEvent
+		n, err := s.RelayOutbox(ctx, 10, func(evs []OutboxEvent, ms map[string]*Message, eps []WebhookEndpoint) ([]WebhookEvent, JobTx, error) {
+			seen = evs
+			if ms[m.ID] == nil || len(eps) != 1 {
+				t.Errorf("plan got messages %v, endpoints %v", ms, eps)
+			}
+			job := func(ctx context.Context, tx *sql.Tx) error { return nil }
+			return []WebhookEvent{{ID: "evt_1", Type: evs[0].Type, Payload: "{}", CreatedAt: evs[0].CreatedAt}}, job, nil
+		})
+		if err != nil || n != 1 || count() != 0 {
+			t.Fatalf("relay = %d, %v, %d left", n, err, count())
+		}
+		if e := seen[0]; e.Type != "message.sent" || e.MessageID == nil || *e.MessageID != m.ID || e.Status == nil || *e.Status != StatusSent || e.CreatedAt.IsZero() {
+			t.Fatalf("outbox event %+v", e)
+		}
+		if ev, err := s.WebhookEvent(ctx, "evt_1"); err != nil || ev.Type != "message.sent" {
+			t.Fatalf("stored event %+v, %v", ev, err)
+		}
+		if n, err := s.RelayOutbox(ctx, 10, nil); err != nil || n != 0 {
+			t.Fatalf("second relay = %d, %v; want nothing left", n, err)
+		}
+	})
+}
