@@ -247,6 +247,13 @@ func disableEndpoint(db *gorm.DB, id, reason string, now time.Time) error {
 		Updates(map[string]any{"enabled": false, "disabled_reason": reason, "updated_at": now}).Error
 }
 
+// PruneWebhookEvents deletes the events written before before, and with
+// them their delivery log; it returns how many.
+func (s *Store) PruneWebhookEvents(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("created_at < ?", before.UTC()).Delete(&WebhookEvent{})
+	return res.RowsAffected, wrap(res.Error, "prune webhook events")
+}
+
 // OutboxPlan turns outbox events into what is delivered: the events to
 // store and the job that delivers them (written in the same transaction).
 // messages holds the messages the events name that still exist, without

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 )
 
 // The database writes an event in the transaction that changes what it
@@ -66,6 +67,13 @@ func TestOutboxWrittenByTheChangeAndRelayedOnce(t *testing.T) {
 		}
 		if n, err := s.RelayOutbox(ctx, 10, nil); err != nil || n != 0 {
 			t.Fatalf("second relay = %d, %v; want nothing left", n, err)
+		}
+		at := seen[0].CreatedAt
+		if n, err := s.PruneWebhookEvents(ctx, at); err != nil || n != 0 {
+			t.Fatalf("prune before the event = %d, %v; want it kept", n, err)
+		}
+		if n, err := s.PruneWebhookEvents(ctx, at.Add(time.Second)); err != nil || n != 1 {
+			t.Fatalf("prune after the event = %d, %v; want it gone", n, err)
 		}
 	})
 }

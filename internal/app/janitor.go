@@ -38,7 +38,8 @@ const expiredGrace = 2 * time.Minute
 // janitor fails held mail past its QUEUE_MAX_AGE, resolves the sends of
 // servers that died, warns of a bounce or complaint rate that endangers
 // the sender, and prunes what nothing can use any more: sends older
-// than every throttle window and idempotency keys past their 24 h. It runs
+// than every throttle window, idempotency keys past their 24 h, and
+// webhook events and their delivery log past 30 days. It runs
 // at start and then on the app's clock, every janitorTick, until Stop; a
 // test's fake clock drives it.
 type janitor struct {
@@ -127,7 +128,15 @@ func (j *janitor) prune(ctx context.Context, now time.Time) {
 	if _, err := j.store.PruneIdempotencyKeys(ctx, now.Add(-api.KeyTTL)); err != nil {
 		j.logger.Error("prune idempotency keys", slog.Any("error", err))
 	}
+	if _, err := j.store.PruneWebhookEvents(ctx, now.Add(-webhookLogKeep)); err != nil {
+		j.logger.Error("prune webhook events", slog.Any("error", err))
+	}
 }
+
+// webhookLogKeep is how long an event and its delivery log are kept for
+// GET /v1/webhooks/{id}/deliveries and replay: well past the retry
+// schedule's day and a quarter.
+const webhookLogKeep = 30 * 24 * time.Hour
 
 // The thresholds past which the janitor warns of the sender's reputation:
 // where SES puts an account under review (a 5 % bounce rate, a 0.1 %
