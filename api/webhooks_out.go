@@ -121,6 +121,9 @@ func endpointError(err error, id string) error {
 		return fieldError(inv.Msg, "value_error", "body", inv.Field)
 	case errors.Is(err, store.ErrNotFound):
 		return notFound(fmt.Sprintf("Webhook %s not found", id))
+	case errors.Is(err, outbox.ErrTooManyEndpoints):
+		return newError(http.StatusConflict, "too_many_webhooks",
+			fmt.Sprintf("A server has at most %d webhook endpoints: delete one first", outbox.MaxEndpoints))
 	case errors.Is(err, outbox.ErrEndpointDisabled):
 		return newError(http.StatusConflict, "webhook_disabled", "The webhook is disabled: enable it (PATCH enabled: true) to replay")
 	}

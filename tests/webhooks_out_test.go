@@ -172,6 +172,22 @@ func TestWebhooksOut(t *testing.T) {
 			}
 		})
 
+		t.Run("NUL in the answer", func(t *testing.T) {
+			// PostgreSQL's text refuses NUL: an answer kept as it came would
+			// fail the attempt's record, and the event would go again.
+			rcv.Then(hookrecv.Answer{Status: 200, Body: "ok\x00\xff"})
+			id := send()
+			q := hookrecv.Of(delivered(id, 1), "message.sent", id)[0]
+			log := s.waitDeliveries(t, hookID, q.ID(), 1)
+			time.Sleep(time.Second)
+			if n := len(hookrecv.Of(rcv.Requests(), "message.sent", id)); n != 1 || len(s.deliveries(t, hookID, q.ID())) != 1 {
+				t.Fatalf("%d requests, want the event delivered once", n)
+			}
+			if body := log[0]["response_body"]; body != "ok\ufffd\ufffd" {
+				t.Errorf("response_body %q, want the answer with U+FFFD for NUL and the invalid byte", body)
+			}
+		})
+
 		t.Run("429 Retry-After 2", func(t *testing.T) {
 			rcv.Then(hookrecv.Answer{Status: 429, Header: http.Header{"Retry-After": {"2"}}})
 			id := send()
@@ -317,6 +333,21 @@ func TestWebhookTargetsGuarded(t *testing.T) {
 	}
 	if n := len(rcv.Requests()); n != 0 {
 		t.Fatalf("the loopback receiver got %d requests, want none", n)
+	}
+
+	// At most 100 endpoints (each event is a job per endpoint); an event
+	// type named twice is kept once.
+	for i := 1; i < 100; i++ {
+		r := s.do(t, "POST", "/v1/webhooks", map[string]any{"url": "https://93.184.216.34/hook",
+			"events": []string{"message.canceled", "message.canceled"}})
+		mustStatus(t, r, http.StatusCreated)
+		if ev := r.JSON(t)["events"].([]any); len(ev) != 1 {
+			t.Fatalf("events %v, want message.canceled once", ev)
+		}
+	}
+	r := s.do(t, "POST", "/v1/webhooks", map[string]any{"url": "https://93.184.216.34/hook", "events": []string{"message.canceled"}})
+	if r.Status != http.StatusConflict || r.JSON(t)["code"] != "too_many_webhooks" {
+		t.Fatalf("the 101st endpoint: %d %s, want 409 too_many_webhooks", r.Status, r.Body)
 	}
 }
 

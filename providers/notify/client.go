@@ -148,8 +148,13 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// validPrefix is b as text: an invalid or cut UTF-8 sequence becomes U+FFFD.
-func validPrefix(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
+// validPrefix is b as text a database stores: an invalid or cut UTF-8
+// sequence, and NUL (which PostgreSQL's text refuses), become U+FFFD. A
+// receiver's answer that could not be stored would fail the attempt's
+// record, and a delivered event would be delivered again.
+func validPrefix(b []byte) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "\uFFFD")
+}
 
 // Close drops the idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }

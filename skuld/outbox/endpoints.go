@@ -39,10 +39,23 @@ type EndpointChange struct {
 	Enabled     *bool
 }
 
+// MaxEndpoints bounds the endpoints of a server: each event is a job per
+// endpoint that wants it.
+const MaxEndpoints = 100
+
+// ErrTooManyEndpoints refuses an endpoint past MaxEndpoints.
+var ErrTooManyEndpoints = fmt.Errorf("outbox: at most %d webhook endpoints", MaxEndpoints)
+
 // Create registers an endpoint, with a new secret.
 func (w *Webhooks) Create(ctx context.Context, url string, events []string, description string) (*store.WebhookEndpoint, error) {
+	events = dedupe(events)
 	if err := w.check(ctx, url, events); err != nil {
 		return nil, err
+	}
+	if all, err := w.o.Store.WebhookEndpoints(ctx); err != nil {
+		return nil, err
+	} else if len(all) >= MaxEndpoints {
+		return nil, ErrTooManyEndpoints
 	}
 	secret, err := notify.NewSecret()
 	if err != nil {
@@ -65,6 +78,7 @@ func (w *Webhooks) Update(ctx context.Context, id string, c EndpointChange) (*st
 			url = *c.URL
 		}
 		if c.Events != nil {
+			c.Events = dedupe(c.Events)
 			events = c.Events
 		}
 		if err := w.check(ctx, url, events); err != nil {
@@ -127,6 +141,17 @@ func (w *Webhooks) Replay(ctx context.Context, endpointID, deliveryID string) er
 		return errors.New("outbox: not started")
 	}
 	return w.jobs.Insert(ctx, deliverArgs{EndpointID: endpointID, EventID: d.EventID}, w.insertOpts())
+}
+
+// dedupe is events, each once, in their first order.
+func dedupe(events []string) []string {
+	out := make([]string, 0, len(events))
+	for _, e := range events {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // check refuses a URL the guard refuses, and events that are none or

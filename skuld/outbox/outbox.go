@@ -38,6 +38,7 @@ type Store interface {
 	RelayOutbox(ctx context.Context, limit int, plan store.OutboxPlan) (int, error)
 	OldestOutboxEvent(ctx context.Context) (time.Time, bool, error)
 	WebhookEndpoint(ctx context.Context, id string) (*store.WebhookEndpoint, error)
+	WebhookEndpoints(ctx context.Context) ([]store.WebhookEndpoint, error)
 	WebhookEvent(ctx context.Context, id string) (*store.WebhookEvent, error)
 	WebhookDelivery(ctx context.Context, endpointID, id string) (*store.WebhookDelivery, error)
 	RecordWebhookAttempt(ctx context.Context, d *store.WebhookDelivery, ok bool, h store.WebhookHealth) (string, error)

@@ -31,6 +31,8 @@ func (r Request) ID() string { return r.Header.Get("webhook-id") }
 type Answer struct {
 	Status int
 	Header http.Header
+	// Body replaces the answer's body ("answered <status text>").
+	Body string
 	// Hold, when set, is waited on before answering.
 	Hold <-chan struct{}
 }
@@ -75,7 +77,10 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(a.Status)
-	_, _ = io.WriteString(w, "answered "+http.StatusText(a.Status))
+	if a.Body == "" {
+		a.Body = "answered " + http.StatusText(a.Status)
+	}
+	_, _ = io.WriteString(w, a.Body)
 	r.mu.Lock()
 	r.reqs = append(r.reqs, Request{At: time.Now(), Header: req.Header.Clone(), Body: body, Status: a.Status})
 	r.mu.Unlock()
