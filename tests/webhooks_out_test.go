@@ -405,3 +405,52 @@ func TestRespondAsyncByDefault(t *testing.T) {
 		t.Fatalf("Prefer: respond-sync: %d %s, want 201", r.Status, r.Body)
 	}
 }
+
+// TestWebhooksOutDeliveryEvents: a provider's hard bounce for a message
+// reaches the application as message.bounced, with the recipient and the
+// provider's detail, and as recipient.suppressed; a delay as
+// message.delayed; and a suppression added by hand as
+// recipient.suppressed without a message.
+func TestWebhooksOutDeliveryEvents(t *testing.T) {
+	t.Parallel()
+	const key = "key-0123456789abcdef0123456789abcdef"
+	forEachDriver(t, func(t *testing.T, driver string) {
+		s := startDefault(t, driver, func(c *config.Config) { webhookConfig(c); c.MailgunWebhookSigningKey = key })
+		rcv := hookrecv.Start(t)
+		s.createHook(t, rcv.URL, "message.bounced", "message.delayed", "recipient.suppressed")
+		inbox := s.createInbox(t, "bounces")
+		r := s.sendMessage(t, inbox, "bob@example.test")
+		mustStatus(t, r, http.StatusCreated)
+		id, providerID := r.JSON(t)["id"].(string), r.JSON(t)["provider_message_id"].(string)
+		now := time.Now()
+		for _, ev := range []map[string]any{
+			mailgunEvent(key, now, "tok-soft", "ev-0", "failed", "temporary", "bob@example.test", providerID),
+			mailgunEvent(key, now, "tok-hard", "ev-1", "failed", "permanent", "bob@example.test", providerID),
+		} {
+			mustStatus(t, s.do(t, "POST", "/webhooks/mailgun", ev), http.StatusOK)
+		}
+		mustStatus(t, s.do(t, "POST", "/v1/suppressions", map[string]any{"email": "eve@example.test"}), http.StatusCreated)
+		reqs := rcv.Wait(t, hookTimeout, "the bounce, the delay and two suppressions", func(rs []hookrecv.Request) bool {
+			return len(hookrecv.Of(rs, "message.bounced", id)) == 1 && len(hookrecv.Of(rs, "message.delayed", id)) == 1 &&
+				len(hookrecv.Of(rs, "recipient.suppressed", "")) == 2
+		})
+		var bounce struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(hookrecv.Of(reqs, "message.bounced", id)[0].Body, &bounce); err != nil {
+			t.Fatal(err)
+		}
+		if bounce.Data["recipient"] != "bob@example.test" || !strings.Contains(bounce.Data["detail"].(string), "5.1.1") ||
+			bounce.Data["status"] != "sent" {
+			t.Errorf("message.bounced data %v, want bob, the SMTP status, the message as sent", bounce.Data)
+		}
+		var byHand bool
+		for _, q := range hookrecv.Of(reqs, "recipient.suppressed", "") {
+			body := string(q.Body)
+			byHand = byHand || strings.Contains(body, `"recipient":"eve@example.test"`) && strings.Contains(body, `"detail":"manual"`)
+		}
+		if !byHand {
+			t.Errorf("no recipient.suppressed for eve, added by hand")
+		}
+	})
+}
