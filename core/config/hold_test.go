@@ -31,6 +31,10 @@ func TestHoldDefaultsAndValidation(t *testing.T) {
 		{"poll of the default in code", func(c *Config) { c.HeldPollInterval = 0 }, ""},
 		{"poll faster than River fetches", func(c *Config) { c.HeldPollInterval = time.Millisecond }, "HELD_POLL_INTERVAL"},
 		{"poll rarer than a minute", func(c *Config) { c.HeldPollInterval = 2 * time.Minute }, "HELD_POLL_INTERVAL"},
+		{"webhook retries", func(c *Config) { c.WebhookRetrySchedule = "1s, 10s,1m" }, ""},
+		{"webhook retry not a duration", func(c *Config) { c.WebhookRetrySchedule = "1s,soon" }, "WEBHOOK_RETRY_SCHEDULE"},
+		{"webhook retry of zero", func(c *Config) { c.WebhookRetrySchedule = "0s" }, "WEBHOOK_RETRY_SCHEDULE"},
+		{"twenty webhook retries", func(c *Config) { c.WebhookRetrySchedule = strings.Repeat("1s,", 19) + "1s" }, "WEBHOOK_RETRY_SCHEDULE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

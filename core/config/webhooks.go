@@ -2,8 +2,8 @@ package config
 
 import (
 	"fmt"
-
-	"github.com/nornweave/nornweave/providers/notify"
+	"strings"
+	"time"
 )
 
 // WebhooksOut configures the events the server delivers to applications'
@@ -25,8 +25,32 @@ type WebhooksOut struct {
 	SendRespondAsync bool `envconfig:"SEND_RESPOND_ASYNC" default:"false"`
 }
 
+// WebhookRetryWaits is WEBHOOK_RETRY_SCHEDULE read: the waits before each
+// retry, nil for the default schedule.
+func (w WebhooksOut) WebhookRetryWaits() ([]time.Duration, error) {
+	if strings.TrimSpace(w.WebhookRetrySchedule) == "" {
+		return nil, nil
+	}
+	var out []time.Duration
+	for _, f := range strings.Split(w.WebhookRetrySchedule, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%q is not a positive duration", strings.TrimSpace(f))
+		}
+		out = append(out, d)
+	}
+	if len(out) > maxWebhookRetries {
+		return nil, fmt.Errorf("%d retries, at most %d", len(out), maxWebhookRetries)
+	}
+	return out, nil
+}
+
+// maxWebhookRetries bounds WEBHOOK_RETRY_SCHEDULE: an event is a job that
+// River tries at most this many times more.
+const maxWebhookRetries = 19
+
 func (c Config) validateWebhooksOut() []error {
-	if _, err := notify.ParseSchedule(c.WebhookRetrySchedule); err != nil {
+	if _, err := c.WebhookRetryWaits(); err != nil {
 		return []error{fmt.Errorf("WEBHOOK_RETRY_SCHEDULE: %v (e.g. 5s,5m,30m)", err)}
 	}
 	return nil

@@ -28,9 +28,13 @@ func WithWebhookResolver(r notify.Resolver) Option {
 // webhooksOut builds the delivery of events to applications' endpoints,
 // and the Queue extension that runs it.
 func (a *App) webhooksOut(cfg config.Config, st *store.Store) (*outbox.Webhooks, hold.Extension, error) {
-	schedule, err := notify.ParseSchedule(cfg.WebhookRetrySchedule)
+	waits, err := cfg.WebhookRetryWaits()
 	if err != nil {
 		return nil, hold.Extension{}, err
+	}
+	schedule := notify.DefaultSchedule
+	if waits != nil {
+		schedule = append(notify.Schedule{0}, waits...)
 	}
 	guard := notify.Guard{AllowHTTP: cfg.WebhookAllowHTTP, AllowPrivate: cfg.WebhookAllowPrivateTargets}
 	co := notify.Options{}
@@ -40,8 +44,8 @@ func (a *App) webhooksOut(cfg config.Config, st *store.Store) (*outbox.Webhooks,
 	co.Guard = guard
 	w := outbox.New(outbox.Options{Store: st, Client: notify.NewClient(co), Guard: guard, Resolver: a.hookResolver,
 		Render: api.EventData, Schedule: schedule, Logger: a.logger, Observer: a.metrics})
-	queue, workers, register, kinds := w.Extension()
-	return w, hold.Extension{Queue: queue, Workers: workers, Register: register, Kinds: kinds}, nil
+	queue, workers, register := w.Extension()
+	return w, hold.Extension{Queue: queue, Workers: workers, Register: register}, nil
 }
 
 // oldestUndelivered is the metric's age of the oldest event not yet

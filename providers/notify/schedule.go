@@ -1,9 +1,7 @@
 package notify
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 )
 
@@ -35,25 +33,4 @@ func (s Schedule) Next(n int, r *rand.Rand) (time.Duration, bool) {
 		f = r.Float64
 	}
 	return d + time.Duration((f()*2-1)*jitter*float64(d)), true
-}
-
-// ParseSchedule reads the waits before the retries, after the first
-// attempt at once: "5s,5m,30m" is four attempts. Empty is
-// DefaultSchedule.
-func ParseSchedule(s string) (Schedule, error) {
-	if strings.TrimSpace(s) == "" {
-		return DefaultSchedule, nil
-	}
-	out := Schedule{0}
-	for _, f := range strings.Split(s, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%q is not a positive duration", strings.TrimSpace(f))
-		}
-		out = append(out, d)
-	}
-	if len(out) > 20 {
-		return nil, fmt.Errorf("%d retries, at most 19", len(out)-1)
-	}
-	return out, nil
 }

@@ -153,9 +153,6 @@ type Extension struct {
 	Queue    string
 	Workers  int
 	Register func(*river.Workers)
-	// Kinds are made runnable early at start-up alone, as held mail's
-	// (Start).
-	Kinds []string
 }
 
 // Queue is the River client that dispatches held messages. It implements
@@ -261,11 +258,10 @@ func (q *Queue) Start(ctx context.Context, s *skuld.Sender) error {
 // runSoon makes available the held-message jobs waiting for River's
 // scheduler (scheduled, or retryable) that are due before by.
 func (q *Queue) runSoon(ctx context.Context, by time.Time) error {
-	kinds := []string{kindDue, kindLane}
-	for _, x := range q.o.Extensions {
-		kinds = append(kinds, x.Kinds...)
-	}
-	params := river.NewJobListParams().Kinds(kinds...).
+	// Only held mail's: a held job run early waits for its time, and
+	// another kind may not (a webhook's retry would come before the
+	// Retry-After its endpoint asked for).
+	params := river.NewJobListParams().Kinds(kindDue, kindLane).
 		States(rivertype.JobStateScheduled, rivertype.JobStateRetryable).
 		OrderBy(river.JobListOrderByScheduledAt, river.SortOrderAsc).First(100)
 	n := 0

@@ -137,8 +137,8 @@ func New(o Options) *Webhooks {
 }
 
 // Extension is what the Queue runs for w: its worker, in its own queue.
-func (w *Webhooks) Extension() (queue string, workers int, register func(*river.Workers), kinds []string) {
-	return queueName, w.o.Workers, func(ws *river.Workers) { river.AddWorker(ws, &worker{w: w}) }, []string{kindDeliver}
+func (w *Webhooks) Extension() (queue string, workers int, register func(*river.Workers)) {
+	return queueName, w.o.Workers, func(ws *river.Workers) { river.AddWorker(ws, &worker{w: w}) }
 }
 
 // Start begins relaying the outbox into jobs.
