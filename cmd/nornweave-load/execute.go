@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 )
 
@@ -28,16 +29,22 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 				return fail("sink: %v", err)
 			}
 		}
-		sk = startSink(ln, now, stderr)
+		sk = startSink(ln, now, o.sinkHang, stderr)
 		defer sk.Close()
 	}
 
 	cfg := loadConfig{baseURL: o.url, apiKey: o.apiKey, inboxID: o.inbox, clients: o.clients,
-		duration: o.duration, requests: o.requests, now: now}
+		duration: o.duration, requests: o.requests, now: now, preferAsync: o.preferAsync, keepIDs: o.webhooks}
 	var ch *child
 	if o.spawn != "" {
 		sc := spawnConfig{binary: o.spawn, db: o.db, databaseURL: o.databaseURL, provider: o.provider,
-			perMinute: o.perMinute, perHour: o.perHour, apiKey: o.apiKey, extraEnv: o.serverEnv}
+			perMinute: o.perMinute, perHour: o.perHour, apiKey: o.apiKey, extraEnv: o.serverEnv,
+			logFile: o.serverLog}
+		if o.webhooks {
+			// Before -server-env, which may override them.
+			sc.extraEnv = append([]string{"WEBHOOK_ALLOW_HTTP=true", "WEBHOOK_ALLOW_PRIVATE_TARGETS=true",
+				"WEBHOOK_RETRY_SCHEDULE=" + o.hookSchedule}, o.serverEnv...)
+		}
 		if sk != nil {
 			sc.sinkAddr = sk.Addr()
 		}
@@ -65,6 +72,18 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if o.scheduleIn > 0 {
 		cfg.scheduledAt = now().Add(o.scheduleIn).Truncate(time.Second)
 	}
+	var hooks *hookRun
+	if o.webhooks {
+		var err error
+		if hooks, err = startHooks(ctx, hc, cfg, o.hookFailFirst, ch != nil && o.db == "postgres"); err != nil {
+			if ch != nil {
+				ch.stop()
+				fmt.Fprintf(stderr, "end of the server log:\n%s\n", ch.log.Tail())
+			}
+			return fail("%v", err)
+		}
+		defer hooks.Close(context.WithoutCancel(ctx))
+	}
 	var hot *hotSender
 	if o.hotEvery > 0 {
 		var err error
@@ -77,6 +96,14 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	if hot != nil {
 		hotStatus = hot.stop()
 	}
+	var hookRep *webhooksReport
+	var hookViolations []string
+	if hooks != nil {
+		hookRep, hookViolations = hooks.finish(ctx, res, o.hookWait)
+		// Now, while the server is up: the endpoints of a server that
+		// lives on must go, before their receivers.
+		hooks.Close(ctx)
+	}
 	hc.CloseIdleConnections()
 	if sk != nil {
 		// Held mail (202) arrives after the run, up to -drain later.
@@ -86,7 +113,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	var srv *serverReport
 	if ch != nil {
 		srv = &serverReport{DB: o.db, Provider: o.provider, PerMinute: o.perMinute, PerHour: o.perHour,
-			ExitCode: ch.stop(), LogLines: ch.log.Lines()}
+			ExitCode: ch.stop(), LogLines: ch.log.Lines(), CPUSec: ch.cpu().Seconds()}
 	}
 	var arrivals []time.Time
 	if sk != nil {
@@ -109,6 +136,13 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	}
 	rep.Server = srv
 	rep.HotStatus = hotStatus
+	rep.Webhooks = hookRep
+	rep.Violations = append(rep.Violations, hookViolations...)
+	if o.preferAsync {
+		if n := rep.Requests - res.httpStatus[http.StatusAccepted]; n > 0 {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("%d of %d answers to Prefer: respond-async were not 202", n, rep.Requests))
+		}
+	}
 	if srv != nil && srv.ExitCode != 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("server exited with code %d", srv.ExitCode))
 		fmt.Fprintf(stderr, "end of the server log:\n%s\n", ch.log.Tail())

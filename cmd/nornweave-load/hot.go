@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,13 +32,9 @@ func startHot(ctx context.Context, hc *http.Client, cfg loadConfig, every time.D
 		return nil, err
 	}
 	patch, _ := json.Marshal(map[string]any{"rate_limit": map[string]int{"per_minute": 1, "per_hour": 1}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, cfg.baseURL+"/v1/inboxes/"+id, bytes.NewReader(patch))
+	req, err := newRequest(ctx, cfg, http.MethodPatch, "/v1/inboxes/"+id, patch)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if cfg.apiKey != "" {
-		req.Header.Set("X-API-Key", cfg.apiKey)
 	}
 	res, err := hc.Do(req)
 	if err != nil {
@@ -51,12 +46,12 @@ func startHot(ctx context.Context, hc *http.Client, cfg loadConfig, every time.D
 		return nil, fmt.Errorf("limit the hot inbox: status %d", res.StatusCode)
 	}
 	hcfg := cfg
-	hcfg.inboxID = id
+	hcfg.inboxID, hcfg.preferAsync = id, false // its refusals are the point
 	body, _ := json.Marshal(map[string]any{"inbox_id": id, "to": []string{"hot@loadtest.test"},
 		"subject": "Hot", "body": "Refused."})
 	for i, want := range []int{http.StatusCreated, http.StatusTooManyRequests} {
-		if code, _, err := postSend(ctx, hc, hcfg, body); code != want {
-			return nil, fmt.Errorf("hot inbox send %d: status %d (%v), want %d", i+1, code, err, want)
+		if a, err := postSend(ctx, hc, hcfg, body); a.code != want {
+			return nil, fmt.Errorf("hot inbox send %d: status %d (%v), want %d", i+1, a.code, err, want)
 		}
 	}
 	h := &hotSender{status: map[string]int{}, done: make(chan struct{})}
@@ -70,9 +65,9 @@ func startHot(ctx context.Context, hc *http.Client, cfg loadConfig, every time.D
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				code, _, _ := postSend(ctx, hc, hcfg, body)
+				a, _ := postSend(ctx, hc, hcfg, body)
 				h.mu.Lock()
-				h.status[strconv.Itoa(code)]++
+				h.status[strconv.Itoa(a.code)]++
 				h.mu.Unlock()
 			}
 		}

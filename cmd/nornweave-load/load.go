@@ -29,6 +29,11 @@ type loadConfig struct {
 	now      func() time.Time
 	// scheduledAt, when set, is every message's scheduled_at.
 	scheduledAt time.Time
+	// preferAsync sends Prefer: respond-async with every send.
+	preferAsync bool
+	// keepIDs keeps the ids of the messages accepted (sent or queued),
+	// for a -webhooks run to look for their events.
+	keepIDs bool
 }
 
 // tally is what one client saw; clients keep their own so that the hot loop
@@ -38,6 +43,8 @@ type tally struct {
 	httpStatus map[int]int // 0 counts transport errors
 	sendStatus map[string]int
 	firstErr   error
+	keepIDs    bool
+	ids        []string // with keepIDs: the messages sent or queued
 }
 
 func newTally() *tally {
@@ -46,6 +53,7 @@ func newTally() *tally {
 
 func (t *tally) merge(o *tally) {
 	t.latencies = append(t.latencies, o.latencies...)
+	t.ids = append(t.ids, o.ids...)
 	for k, v := range o.httpStatus {
 		t.httpStatus[k] += v
 	}
@@ -57,9 +65,11 @@ func (t *tally) merge(o *tally) {
 	}
 }
 
-// loadResult is a whole run: the merged tallies and how long it took.
+// loadResult is a whole run: the merged tallies, when its first request
+// started and how long it took to the last answer.
 type loadResult struct {
 	*tally
+	start   time.Time
 	elapsed time.Duration
 }
 
@@ -93,13 +103,14 @@ func runLoad(ctx context.Context, hc *http.Client, cfg loadConfig) loadResult {
 	var wg sync.WaitGroup
 	for i := range tallies {
 		tallies[i] = newTally()
+		tallies[i].keepIDs = cfg.keepIDs
 		wg.Go(func() {
 			t := tallies[i]
 			for ctx.Err() == nil && cfg.now().Before(deadline) {
 				if n := started.Add(1); cfg.requests > 0 && n > int64(cfg.requests) {
 					return
 				}
-				t.record(cfg.now, func() (int, string, error) { return postSend(ctx, hc, cfg, body) })
+				t.record(cfg.now, func() (sendAnswer, error) { return postSend(ctx, hc, cfg, body) })
 			}
 		})
 	}
@@ -108,57 +119,93 @@ func runLoad(ctx context.Context, hc *http.Client, cfg loadConfig) loadResult {
 	for _, t := range tallies {
 		total.merge(t)
 	}
-	return loadResult{tally: total, elapsed: cfg.now().Sub(start)}
+	return loadResult{tally: total, start: start, elapsed: cfg.now().Sub(start)}
 }
 
 // record times one request and counts its outcome.
-func (t *tally) record(now func() time.Time, do func() (int, string, error)) {
+func (t *tally) record(now func() time.Time, do func() (sendAnswer, error)) {
 	t0 := now()
-	code, sendStatus, err := do()
+	a, err := do()
 	t.latencies = append(t.latencies, now().Sub(t0))
-	t.httpStatus[code]++
-	if sendStatus != "" {
-		t.sendStatus[sendStatus]++
+	t.httpStatus[a.code]++
+	if a.status != "" {
+		t.sendStatus[a.status]++
+	}
+	if t.keepIDs && a.id != "" && (a.status == "sent" || a.status == "queued") {
+		t.ids = append(t.ids, a.id)
 	}
 	if err != nil && t.firstErr == nil {
 		t.firstErr = err
 	}
 }
 
-// postSend posts one send and returns the HTTP status (0 on a transport
-// error) and, for a 201 or 202, the send status the server reported.
-func postSend(ctx context.Context, hc *http.Client, cfg loadConfig, body []byte) (int, string, error) {
-	res, err := do(ctx, hc, cfg, "/v1/messages", body)
+// sendAnswer is what one POST /v1/messages got.
+type sendAnswer struct {
+	code   int    // HTTP status, 0 on a transport error
+	status string // the send status of a 201 or 202
+	id     string // the message id of a 201 or 202
+}
+
+// postSend posts one send and returns what it was answered.
+func postSend(ctx context.Context, hc *http.Client, cfg loadConfig, body []byte) (sendAnswer, error) {
+	req, err := newRequest(ctx, cfg, http.MethodPost, "/v1/messages", body)
 	if err != nil {
-		return 0, "", err
+		return sendAnswer{}, err
+	}
+	if cfg.preferAsync {
+		req.Header.Set("Prefer", "respond-async")
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return sendAnswer{}, err
 	}
 	defer res.Body.Close()
+	a := sendAnswer{code: res.StatusCode}
 	if res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusAccepted {
 		// Drained so the connection goes back to the pool.
 		_, err := io.Copy(io.Discard, res.Body)
-		return res.StatusCode, "", err
+		return a, err
 	}
 	var sr struct {
+		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&sr); err != nil {
-		return res.StatusCode, "undecodable", fmt.Errorf("decode %d body: %w", res.StatusCode, err)
+		a.status = "undecodable"
+		return a, fmt.Errorf("decode %d body: %w", res.StatusCode, err)
 	}
+	a.status, a.id = sr.Status, sr.ID
 	_, err = io.Copy(io.Discard, res.Body)
-	return res.StatusCode, sr.Status, err
+	return a, err
 }
 
 // do posts a JSON body to path with the API key, if any.
 func do(ctx context.Context, hc *http.Client, cfg loadConfig, path string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.baseURL+path, bytes.NewReader(body))
+	req, err := newRequest(ctx, cfg, http.MethodPost, path, body)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	return hc.Do(req)
+}
+
+// newRequest is a request to the server with the API key, if any, and a
+// JSON body, if any.
+func newRequest(ctx context.Context, cfg loadConfig, method, path string, body []byte) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, cfg.baseURL+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if cfg.apiKey != "" {
 		req.Header.Set("X-API-Key", cfg.apiKey)
 	}
-	return hc.Do(req)
+	return req, nil
 }
 
 // createInbox creates an inbox with a random username, so runs against the

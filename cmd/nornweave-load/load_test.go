@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/smtp"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,41 @@ func TestRunFlags(t *testing.T) {
 	}
 }
 
+// TestWebhooksRun is -webhooks end to end against the real app on
+// SQLite: both receivers registered, every sent message's event answered
+// 2xx at both (at B after one 500), and the server's delivery log agreeing.
+func TestWebhooksRun(t *testing.T) {
+	t.Parallel()
+	cfg := apptest.Config(t, "sqlite")
+	cfg.WebhookAllowHTTP, cfg.WebhookAllowPrivateTargets = true, true
+	cfg.WebhookRetrySchedule = "100ms,100ms"
+	url := apptest.Start(t, cfg).URL
+	o := options{url: url, clients: 2, requests: 10, duration: maxDuration, json: true,
+		webhooks: true, hookFailFirst: 1, hookWait: time.Minute}
+	var stdout, stderr bytes.Buffer
+	if code := execute(context.Background(), o, &stdout, &stderr); code != 0 {
+		t.Errorf("exit code = %d, want 0; stdout %s; stderr %s", code, &stdout, &stderr)
+	}
+	rep := decodeReport(t, stdout.Bytes())
+	w := rep.Webhooks
+	if w == nil {
+		t.Fatal("report has no webhooks section")
+	}
+	if w.Sends != 10 || w.Events != 10 || !w.AllDelivered || w.Ratio <= 0 {
+		t.Errorf("sends %d, events at both %d, all delivered %v, ratio %v; want 10, 10, true, > 0",
+			w.Sends, w.Events, w.AllDelivered, w.Ratio)
+	}
+	want := map[string][2]int{"A": {10, 0}, "B": {20, 10}} // requests, answered 500
+	for _, r := range w.Receivers {
+		if got := [2]int{r.Requests, r.Answered500}; got != want[r.Name] {
+			t.Errorf("receiver %s: requests and 500s %v, want %v", r.Name, got, want[r.Name])
+		}
+		if r.Delivered != 10 || r.MaxPerID != 1 || r.LogEvents != 10 || r.LogMismatches != 0 || !r.Enabled {
+			t.Errorf("receiver %s: %+v; want 10 delivered once each, 10 events in the log as answered, enabled", r.Name, r)
+		}
+	}
+}
+
 // TestRunRejectsBadFlags checks that every run stays bounded and on loopback.
 func TestRunRejectsBadFlags(t *testing.T) {
 	t.Parallel()
@@ -123,6 +159,10 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"unknown provider", []string{"-provider", "ses"}, "-provider"},
 		{"postgres without url", []string{"-spawn", "./bin/nornweave", "-db", "postgres"}, "-database-url"},
 		{"stray argument", []string{"now"}, "unexpected argument"},
+		{"fail-first past the schedule", []string{"-webhooks", "-webhook-fail-first", "5"}, "-webhook-fail-first must be 0..4"},
+		{"bad schedule", []string{"-webhooks", "-webhook-retry-schedule", "1s,soon"}, "-webhook-retry-schedule"},
+		{"negative hang", []string{"-sink-hang", "-1s"}, "-sink-hang"},
+		{"no webhook wait", []string{"-webhook-wait", "0s"}, "-webhook-wait"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,11 +184,48 @@ func TestSinkCloseTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startSink(ln, time.Now, apptest.LogWriter{TB: t})
+	s := startSink(ln, time.Now, 0, apptest.LogWriter{TB: t})
 	s.Close()
 	s.Close()
 	if got := s.Count(); got != 0 {
 		t.Errorf("count = %d, want 0", got)
+	}
+}
+
+// TestSinkHangReleasedByClose checks -sink-hang: a message is held, not
+// counted, and Close answers it at once rather than waiting out the hang.
+func TestSinkHangReleasedByClose(t *testing.T) {
+	t.Parallel()
+	ln, err := listenSink("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startSink(ln, time.Now, time.Hour, apptest.LogWriter{TB: t})
+	sent := make(chan error, 1)
+	go func() {
+		sent <- smtp.SendMail(ln.Addr().String(), nil, "a@loadtest.test", []string{"b@loadtest.test"},
+			[]byte("Subject: held\r\n\r\nbody\r\n"))
+	}()
+	select {
+	case err := <-sent:
+		t.Fatalf("send answered (%v) while the sink should hold it", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return while a message was held")
+	}
+	if err := <-sent; err == nil {
+		t.Error("held send succeeded, want an error once the sink closed")
+	}
+	if got := s.Count(); got != 0 {
+		t.Errorf("count = %d, want 0: a held message is not received", got)
 	}
 }
 

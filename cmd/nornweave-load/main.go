@@ -5,6 +5,24 @@
 // that arrived in any 60 s (and 3600 s). With -spawn it starts the server
 // binary too, so one command measures a fresh server end to end.
 //
+// With -webhooks it measures webhooks out: it serves two webhook receivers
+// on loopback and registers both for message.sent (a spawned server gets
+// WEBHOOK_ALLOW_HTTP, WEBHOOK_ALLOW_PRIVATE_TARGETS and
+// -webhook-retry-schedule). Receiver A answers every attempt 200; B answers
+// the first -webhook-fail-first attempts of each event (by webhook-id) 500
+// and the next 200. After the last send it waits, at most -webhook-wait,
+// until every sent message's message.sent was answered 2xx at both, then
+// reports sends/s, events delivered/s (events at both ÷ the time from the
+// first request to the last 2xx) and their ratio, each receiver's counts,
+// and checks the server's delivery log of every event against what the
+// receivers answered. Any event missing, delivered more than twice, badly
+// signed or logged otherwise is a violation.
+//
+// -prefer-async sends Prefer: respond-async, and any answer but 202 is a
+// violation; with -sink-hang the sink holds each message that long before
+// answering its DATA, so the latency reported is POST's while the relay
+// hangs.
+//
 // It is bounded on purpose: loopback URLs only, and every run stops after
 // -duration (at most 10 minutes) or -requests, whichever comes first.
 package main
@@ -50,6 +68,7 @@ type options struct {
 	perMinute   int
 	perHour     int
 	serverEnv   []string // extra KEY=VALUE settings of the spawned server
+	serverLog   string   // -server-log: a copy of the spawned server's log
 	// scheduleIn, when set, schedules every message for one second this
 	// long after the run starts (scheduled_at); drain is how long to wait
 	// for held mail to arrive at the sink after the last request.
@@ -57,6 +76,13 @@ type options struct {
 	drain        time.Duration
 	hotEvery     time.Duration // see hotSender; 0: none
 	sinkListener net.Listener
+	// The -webhooks run (hookRun) and the async one.
+	webhooks      bool
+	hookSchedule  string
+	hookFailFirst int
+	hookWait      time.Duration
+	preferAsync   bool
+	sinkHang      time.Duration
 }
 
 func main() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
@@ -102,6 +128,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.drain, "drain", 0, "after the last request, wait up to this long for held mail to reach the sink (at most 30m)")
 	fs.DurationVar(&o.hotEvery, "hot-every", 0, "keep a shared throttle hot: send this often from a second inbox "+
 		"whose limit is reached, each refused (0: none)")
+	fs.BoolVar(&o.webhooks, "webhooks", false, "serve two webhook receivers (A: always 200; B: 500 to the first "+
+		"-webhook-fail-first attempts of each event), register both for message.sent, and wait for and check "+
+		"every sent message's event at both")
+	fs.StringVar(&o.hookSchedule, "webhook-retry-schedule", "100ms,100ms,100ms,100ms",
+		"WEBHOOK_RETRY_SCHEDULE of a server spawned with -webhooks")
+	fs.IntVar(&o.hookFailFirst, "webhook-fail-first", 2, "receiver B answers this many attempts of each event 500")
+	fs.DurationVar(&o.hookWait, "webhook-wait", 5*time.Minute, "after the last send, wait up to this long "+
+		"for every event to be delivered (at most 30m)")
+	fs.BoolVar(&o.preferAsync, "prefer-async", false, "send Prefer: respond-async; an answer other than 202 is a violation")
+	fs.DurationVar(&o.sinkHang, "sink-hang", 0, "the sink holds each message this long after its DATA before "+
+		"answering (at most 10m): a relay that hangs")
+	fs.StringVar(&o.serverLog, "server-log", "", "write the spawned server's whole log to this file too")
 	fs.Func("server-env", "KEY=VALUE added to the spawned server's environment (repeatable), "+
 		"e.g. THROTTLE_BACKEND=redis", func(kv string) error {
 		if !strings.Contains(kv, "=") {
@@ -140,6 +178,20 @@ func (o *options) validate() error {
 		return errors.New("-db postgres needs -database-url")
 	case o.provider != "smtp" && o.provider != "demo":
 		return fmt.Errorf("-provider must be smtp or demo, got %q", o.provider)
+	case o.sinkHang < 0 || o.sinkHang > maxDuration:
+		return fmt.Errorf("-sink-hang must be 0..%s", maxDuration)
+	case o.hookWait <= 0 || o.hookWait > maxDrain:
+		return fmt.Errorf("-webhook-wait must be more than 0 and at most %s", maxDrain)
+	}
+	if o.webhooks {
+		retries, err := countRetries(o.hookSchedule)
+		if err != nil {
+			return fmt.Errorf("-webhook-retry-schedule: %w", err)
+		}
+		if o.hookFailFirst < 0 || o.hookFailFirst > retries {
+			// B must answer 200 to the last attempt at the latest.
+			return fmt.Errorf("-webhook-fail-first must be 0..%d, the schedule's retries", retries)
+		}
 	}
 	if o.spawn != "" && o.provider == "smtp" && o.sink == "" {
 		// A spawned smtp server has nowhere else to send.
@@ -160,6 +212,18 @@ func (o *options) validate() error {
 		}
 	}
 	return nil
+}
+
+// countRetries reads a retry schedule as the server does: waits, comma
+// separated, each a retry after the first attempt.
+func countRetries(schedule string) (int, error) {
+	fields := strings.Split(schedule, ",")
+	for _, f := range fields {
+		if d, err := time.ParseDuration(strings.TrimSpace(f)); err != nil || d <= 0 {
+			return 0, fmt.Errorf("%q is not a positive duration", strings.TrimSpace(f))
+		}
+	}
+	return len(fields), nil
 }
 
 // requireLoopback accepts host:port (or a bare host) naming this machine

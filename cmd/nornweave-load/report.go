@@ -12,18 +12,19 @@ import (
 
 // report is what a run prints, as text or (with -json) as this JSON.
 type report struct {
-	Requests       int            `json:"requests"`
-	DurationSec    float64        `json:"duration_seconds"`
-	RequestsPerSec float64        `json:"requests_per_second"`
-	SendsPerSec    float64        `json:"sends_per_second"`
-	Latency        latencyReport  `json:"latency_ms"`
-	HTTPStatus     map[string]int `json:"http_status"`
-	SendStatus     map[string]int `json:"send_status"`
-	FirstError     string         `json:"first_error,omitempty"`
-	Sink           *sinkReport    `json:"sink,omitempty"`
-	Server         *serverReport  `json:"server,omitempty"`
-	HotStatus      map[string]int `json:"hot_status,omitempty"` // -hot-every's sends
-	Violations     []string       `json:"violations"`
+	Requests       int             `json:"requests"`
+	DurationSec    float64         `json:"duration_seconds"`
+	RequestsPerSec float64         `json:"requests_per_second"`
+	SendsPerSec    float64         `json:"sends_per_second"`
+	Latency        latencyReport   `json:"latency_ms"`
+	HTTPStatus     map[string]int  `json:"http_status"`
+	SendStatus     map[string]int  `json:"send_status"`
+	FirstError     string          `json:"first_error,omitempty"`
+	Sink           *sinkReport     `json:"sink,omitempty"`
+	Server         *serverReport   `json:"server,omitempty"`
+	HotStatus      map[string]int  `json:"hot_status,omitempty"` // -hot-every's sends
+	Webhooks       *webhooksReport `json:"webhooks,omitempty"`
+	Violations     []string        `json:"violations"`
 }
 
 // latencyReport is in milliseconds.
@@ -72,6 +73,9 @@ type serverReport struct {
 	PerHour   int    `json:"per_hour"`
 	ExitCode  int    `json:"exit_code"`
 	LogLines  int    `json:"log_lines"`
+	// CPUSec is the CPU time (user and system) the server used in all,
+	// start-up and shutdown included.
+	CPUSec float64 `json:"cpu_seconds"`
 }
 
 // buildReport summarises a run. arrivals are the sink's sorted arrival
@@ -176,8 +180,11 @@ func (rep report) write(w io.Writer, asJSON bool) error {
 		}
 	}
 	if s := rep.Server; s != nil {
-		p("server         db %s, provider %s, per-minute %d, per-hour %d, exit code %d, %d log lines\n",
-			s.DB, s.Provider, s.PerMinute, s.PerHour, s.ExitCode, s.LogLines)
+		p("server         db %s, provider %s, per-minute %d, per-hour %d, exit code %d, %d log lines, %.2f s of CPU\n",
+			s.DB, s.Provider, s.PerMinute, s.PerHour, s.ExitCode, s.LogLines, s.CPUSec)
+	}
+	if rep.Webhooks != nil {
+		rep.Webhooks.write(w)
 	}
 	for _, v := range rep.Violations {
 		p("VIOLATION      %s\n", v)

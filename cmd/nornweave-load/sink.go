@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -14,12 +15,16 @@ import (
 )
 
 // A sink is an SMTP server that accepts every message and keeps only its
-// arrival time: the outside view of when the server really sent. It is
-// safe for concurrent use; Close may be called more than once.
+// arrival time: the outside view of when the server really sent. With a
+// hang it holds each message that long after its DATA before answering:
+// a relay that hangs. It is safe for concurrent use; Close may be called
+// more than once, and releases the messages held.
 type sink struct {
 	srv  *smtp.Server
 	ln   net.Listener
 	now  func() time.Time
+	hang time.Duration
+	quit chan struct{} // closed by Close: stop holding
 	done chan struct{}
 
 	mu       sync.Mutex
@@ -28,9 +33,10 @@ type sink struct {
 	closed   bool
 }
 
-// startSink serves SMTP on ln until Close. now stamps each arrival.
-func startSink(ln net.Listener, now func() time.Time, errLog io.Writer) *sink {
-	s := &sink{ln: ln, now: now, done: make(chan struct{}), ids: map[string]int{}}
+// startSink serves SMTP on ln until Close. now stamps each arrival; hang
+// is how long each DATA is held before it is answered (0: not at all).
+func startSink(ln net.Listener, now func() time.Time, hang time.Duration, errLog io.Writer) *sink {
+	s := &sink{ln: ln, now: now, hang: hang, quit: make(chan struct{}), done: make(chan struct{}), ids: map[string]int{}}
 	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
 		return sinkSession{s}, nil
 	}))
@@ -111,6 +117,7 @@ func (s *sink) Close() {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	close(s.quit)
 	// Closing ln as well covers a Close that comes before Serve has
 	// registered the listener with the server.
 	_ = s.ln.Close()
@@ -138,6 +145,15 @@ func (ss sinkSession) Data(r io.Reader) error {
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		return err
+	}
+	if ss.s.hang > 0 {
+		t := time.NewTimer(ss.s.hang)
+		select {
+		case <-t.C:
+		case <-ss.s.quit:
+			t.Stop()
+			return errors.New("sink closed while holding the message")
+		}
 	}
 	t := ss.s.now()
 	ss.s.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +38,7 @@ type spawnConfig struct {
 	perHour     int
 	apiKey      string
 	extraEnv    []string // KEY=VALUE, after the defaults
+	logFile     string   // where the whole log is written too ("": nowhere)
 }
 
 // child is a running server process.
@@ -108,13 +110,28 @@ func spawn(ctx context.Context, c spawnConfig) (*child, error) {
 	// SIGTERM in stop, as a user would.
 	ch.cmd = exec.Command(bin, "serve")
 	ch.cmd.Dir, ch.cmd.Env = dir, childEnv(c, dir, port)
-	ch.cmd.Stdout, ch.cmd.Stderr = ch.log, ch.log
+	var out io.Writer = ch.log
+	var logFile *os.File
+	if c.logFile != "" {
+		if logFile, err = os.Create(c.logFile); err != nil {
+			ch.cleanup()
+			return nil, err
+		}
+		out = io.MultiWriter(ch.log, logFile)
+	}
+	ch.cmd.Stdout, ch.cmd.Stderr = out, out
 	if err := ch.cmd.Start(); err != nil {
 		ch.cleanup()
+		if logFile != nil {
+			logFile.Close()
+		}
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	go func() {
-		ch.waitErr = ch.cmd.Wait()
+		ch.waitErr = ch.cmd.Wait() // returns once the log is copied
+		if logFile != nil {
+			logFile.Close()
+		}
 		close(ch.exited)
 	}()
 	if err := ch.waitHealthy(ctx); err != nil {
@@ -178,6 +195,14 @@ func (ch *child) stop() int {
 		code = -1
 	}
 	return code
+}
+
+// cpu is the CPU time the server used, once it has stopped.
+func (ch *child) cpu() time.Duration {
+	if ps := ch.cmd.ProcessState; ps != nil {
+		return ps.UserTime() + ps.SystemTime()
+	}
+	return 0
 }
 
 // cleanup removes the server's directory, its database and log included.
