@@ -193,30 +193,42 @@ func (s *Store) FinishHeld(ctx context.Context, id string, o Outcome) error {
 	return wrap(err, "finish held message %s", id)
 }
 
-// LockLane serializes, inside tx, the writers of the inbox's lane job: a
-// transaction that queues mail and makes sure of the lane's job, and the
-// lane's job ending because it found no queued mail. Without it, the lane's
-// job could see no queued mail while a message being queued saw the job
-// still running and wrote none: that message would have no job. On
+// ShareLane and lockLane order, inside a transaction, the writers of the
+// inbox's lane job: transactions that queue mail and make sure of the
+// lane's job (ShareLane), and the lane's job ending because it found no
+// queued mail (lockLane, in EndLane). Without them, the lane's job could
+// see no queued mail while a message being queued saw the job still
+// running and wrote none: that message would have no job. Queuers only
+// race the end, not each other, so they share the lock: a burst of
+// queued or Prefer: respond-async sends of one inbox is recorded side by
+// side (one at a time, a 202's p99 was 630 ms at 32 clients). On
 // PostgreSQL it is a transaction-scoped advisory lock per inbox; SQLite
 // has one writer at a time already.
-func (s *Store) LockLane(ctx context.Context, tx *sql.Tx, inboxID string) error {
+func (s *Store) ShareLane(ctx context.Context, tx *sql.Tx, inboxID string) error {
+	return s.laneLock(ctx, tx, inboxID, "pg_advisory_xact_lock_shared")
+}
+
+func (s *Store) lockLane(ctx context.Context, tx *sql.Tx, inboxID string) error {
+	return s.laneLock(ctx, tx, inboxID, "pg_advisory_xact_lock")
+}
+
+func (s *Store) laneLock(ctx context.Context, tx *sql.Tx, inboxID, fn string) error {
 	if s.driver != DriverPostgres {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", laneLock, inboxID)
+	_, err := tx.ExecContext(ctx, "SELECT "+fn+"($1, hashtext($2))", laneLock, inboxID)
 	return wrap(err, "lock the lane of inbox %s", inboxID)
 }
 
-// laneLock is LockLane's class of advisory locks ("lane"); with the inbox's
+// laneLock is the lane's class of advisory locks ("lane"); with the inbox's
 // hash, it must never change.
 const laneLock int32 = 0x6c616e65
 
 // EndLane runs end (which completes the lane's job) in a transaction, under
-// LockLane, if the inbox has no queued mail; ended reports whether it did.
+// lockLane, if the inbox has no queued mail; ended reports whether it did.
 func (s *Store) EndLane(ctx context.Context, inboxID string, end JobTx) (ended bool, err error) {
 	err = s.inTx(ctx, func(tx *gorm.DB, sqlTx *sql.Tx) error {
-		if err := s.LockLane(ctx, sqlTx, inboxID); err != nil {
+		if err := s.lockLane(ctx, sqlTx, inboxID); err != nil {
 			return err
 		}
 		// The status written out, as DueMessage does, for the lane's index.

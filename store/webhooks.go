@@ -27,8 +27,9 @@ type WebhookEndpoint struct {
 	// overlap.
 	PreviousSecret *string
 	PreviousUntil  *time.Time
-	Failures       int
-	FailingSince   *time.Time
+	// FailingSince is when its current streak of failed attempts began;
+	// nil after a success.
+	FailingSince *time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -191,50 +192,82 @@ func (s *Store) WebhookDelivery(ctx context.Context, endpointID, id string) (*We
 
 // WebhookHealth is when an endpoint that keeps failing is disabled.
 type WebhookHealth struct {
-	MaxFailures int           // consecutive failed attempts
-	MaxFailing  time.Duration // without a success
+	// MaxFailures failed attempts in a row disable it once it has been
+	// failing for MinFailing: in a burst, an endpoint down for a second
+	// fails a hundred attempts before any retry can succeed, and must not
+	// be disabled for that.
+	MaxFailures int
+	MinFailing  time.Duration
+	// MaxFailing without a success disables it whatever the count.
+	MaxFailing time.Duration
 }
 
-// RecordWebhookAttempt writes attempt d and the endpoint's health in one
-// transaction: a success clears its failures; a failure counts, and
-// disables the endpoint once it passes h. It returns the reason the
-// endpoint was disabled by this attempt, or "".
-func (s *Store) RecordWebhookAttempt(ctx context.Context, d *WebhookDelivery, ok bool, h WebhookHealth) (disabled string, err error) {
+// RecordWebhookAttempt writes attempt d of endpoint ep (as the attempt
+// read it) and the endpoint's health: a success ends its failing streak,
+// a failure starts one, and disables the endpoint once it passes h. It
+// returns the reason the endpoint was disabled by this attempt, or "".
+//
+// The streak is one timestamp, failing_since, written only where it
+// starts and ends: a count on the endpoint's row, written by every
+// attempt, made that row the one lock every delivery to the endpoint
+// queued on (a burst of 40,000 attempts to one endpoint delivered at 0.43
+// of the send rate). "In a row" is the attempts logged since the streak
+// began, counted only once it is MinFailing old.
+func (s *Store) RecordWebhookAttempt(ctx context.Context, d *WebhookDelivery, ok bool, ep *WebhookEndpoint, h WebhookHealth) (disabled string, err error) {
 	newID(&d.ID)
 	now := time.Now().UTC()
 	d.CreatedAt = now
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(d).Error; err != nil {
-			return err
-		}
-		ep := tx.Model(&WebhookEndpoint{}).Where("id = ?", d.EndpointID)
-		if ok {
-			return ep.Where("failures > 0").Updates(map[string]any{"failures": 0, "failing_since": nil}).Error
-		}
-		if err := ep.Updates(map[string]any{"failures": gorm.Expr("failures + 1"),
-			"failing_since": gorm.Expr("COALESCE(failing_since, ?)", now)}).Error; err != nil {
-			return err
-		}
-		var e WebhookEndpoint
-		if err := tx.Select("failures", "failing_since", "enabled").Take(&e, "id = ?", d.EndpointID).Error; err != nil {
-			return err
-		}
+	db := s.db.WithContext(ctx)
+	if err := db.Create(d).Error; err != nil {
+		return "", wrap(err, "record webhook attempt on %s", d.EndpointID)
+	}
+	endpoint := db.Model(&WebhookEndpoint{}).Where("id = ?", d.EndpointID)
+	switch {
+	case ok && ep.FailingSince != nil:
+		err = endpoint.Where("failing_since IS NOT NULL").Update("failing_since", nil).Error
+	case ok:
+	case ep.FailingSince == nil:
+		err = endpoint.Where("failing_since IS NULL").Update("failing_since", now).Error
+	default:
+		failing := now.Sub(*ep.FailingSince)
 		switch {
-		case !e.Enabled:
-			return nil
-		case e.Failures >= h.MaxFailures:
-			disabled = fmt.Sprintf("failing: %d attempts in a row failed", e.Failures)
-		case e.FailingSince != nil && now.Sub(*e.FailingSince) >= h.MaxFailing:
-			disabled = fmt.Sprintf("failing: no success since %s", e.FailingSince.UTC().Format(time.RFC3339))
-		default:
-			return nil
+		case failing >= h.MaxFailing:
+			disabled = fmt.Sprintf("failing: no success since %s", ep.FailingSince.UTC().Format(time.RFC3339))
+		case failing >= h.MinFailing:
+			var n int64
+			if err := db.Model(&WebhookDelivery{}).Where("endpoint_id = ? AND created_at >= ?", d.EndpointID, *ep.FailingSince).
+				Count(&n).Error; err != nil {
+				return "", wrap(err, "count failed attempts on %s", d.EndpointID)
+			}
+			if n >= int64(h.MaxFailures) {
+				disabled = fmt.Sprintf("failing: %d attempts in a row failed over %s", n, failing.Round(time.Minute))
+			}
 		}
-		return disableEndpoint(tx, d.EndpointID, disabled, now)
-	})
+		if disabled != "" {
+			err = disableEndpoint(db, d.EndpointID, disabled, now)
+		}
+	}
 	if err != nil {
 		disabled = ""
 	}
-	return disabled, wrap(err, "record webhook attempt on %s", d.EndpointID)
+	return disabled, wrap(err, "record webhook endpoint health of %s", d.EndpointID)
+}
+
+// WebhookDeliveryJob reads what a delivery needs, in one statement: the
+// endpoint and the event (ErrNotFound if either is gone).
+func (s *Store) WebhookDeliveryJob(ctx context.Context, endpointID, eventID string) (*WebhookEndpoint, *WebhookEvent, error) {
+	var row struct {
+		WebhookEndpoint `gorm:"embedded"`
+		EventType       string
+		Payload         string
+		EventCreatedAt  time.Time
+	}
+	err := s.db.WithContext(ctx).Raw(`SELECT e.*, v.type AS event_type, v.payload, v.created_at AS event_created_at
+		FROM webhook_endpoints e, webhook_events v WHERE e.id = ? AND v.id = ?`, endpointID, eventID).Take(&row).Error
+	if err != nil {
+		return nil, nil, wrap(err, "webhook delivery of %s to %s", eventID, endpointID)
+	}
+	return &row.WebhookEndpoint, &WebhookEvent{ID: eventID, Type: row.EventType, Payload: row.Payload, CreatedAt: row.EventCreatedAt}, nil
 }
 
 // DisableWebhookEndpoint disables endpoint id for reason (a 410).

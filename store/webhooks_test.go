@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,6 +75,73 @@ func TestOutboxWrittenByTheChangeAndRelayedOnce(t *testing.T) {
 		}
 		if n, err := s.PruneWebhookEvents(ctx, at.Add(time.Second)); err != nil || n != 1 {
 			t.Fatalf("prune after the event = %d, %v; want it gone", n, err)
+		}
+	})
+}
+
+// An endpoint's failing streak: a failure starts it, a success ends it; a
+// burst of failures within the first hour disables nothing; 100 in a row
+// over an hour, or 5 days without a success, disable it.
+func TestWebhookHealth(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		h := WebhookHealth{MaxFailures: 100, MinFailing: time.Hour, MaxFailing: 5 * 24 * time.Hour}
+		ep := &WebhookEndpoint{URL: "https://example.com/hook", Events: StringList{"message.sent"}, Enabled: true, Secret: "whsec_x"}
+		if err := s.CreateWebhookEndpoint(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+		ev := &WebhookEvent{ID: "evt_h", Type: "message.sent", Payload: "{}", CreatedAt: time.Now()}
+		if err := s.db.Create(ev).Error; err != nil {
+			t.Fatal(err)
+		}
+		reload := func() *WebhookEndpoint {
+			e, err := s.WebhookEndpoint(ctx, ep.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		attempt := func(ok bool, e *WebhookEndpoint) string {
+			t.Helper()
+			reason, err := s.RecordWebhookAttempt(ctx, &WebhookDelivery{EndpointID: ep.ID, EventID: ev.ID, EventType: ev.Type, Attempt: 1}, ok, e, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return reason
+		}
+		since := func(ago time.Duration) *WebhookEndpoint {
+			at := time.Now().Add(-ago).UTC()
+			if err := s.db.Model(&WebhookEndpoint{}).Where("id = ?", ep.ID).Update("failing_since", at).Error; err != nil {
+				t.Fatal(err)
+			}
+			return reload()
+		}
+		if attempt(false, reload()) != "" || reload().FailingSince == nil {
+			t.Fatalf("a failure did not start the streak: %+v", reload())
+		}
+		for range 150 { // a burst: the streak is seconds old
+			if r := attempt(false, reload()); r != "" {
+				t.Fatalf("a burst of failures disabled the endpoint: %s", r)
+			}
+		}
+		if attempt(true, reload()) != "" || reload().FailingSince != nil {
+			t.Fatal("a success did not end the streak")
+		}
+		// 151 attempts logged since two hours ago, a success among them: the
+		// count is of the attempts since the streak began, which the success
+		// moved; here the streak is set back by hand, so all count.
+		if r := attempt(false, since(2*time.Hour)); !strings.HasPrefix(r, "failing: 153 attempts in a row") || reload().Enabled {
+			t.Fatalf("100 in a row over two hours: %q, enabled %v", r, reload().Enabled)
+		}
+		if err := s.db.Model(&WebhookEndpoint{}).Where("id = ?", ep.ID).Update("enabled", true).Error; err != nil {
+			t.Fatal(err)
+		}
+		if r := attempt(false, since(6*24*time.Hour)); !strings.HasPrefix(r, "failing: no success since") {
+			t.Fatalf("6 days failing: %q", r)
+		}
+		if e := reload(); e.Enabled || e.DisabledReason == nil {
+			t.Fatalf("endpoint %+v, want disabled with its reason", e)
 		}
 	})
 }

@@ -22,9 +22,8 @@ CREATE TABLE webhook_endpoints (
     -- until previous_until.
     previous_secret    TEXT,
     previous_until     TIMESTAMPTZ,
-    -- Consecutive failed attempts, and since when the endpoint has failed
-    -- without a success: 100 in a row, or 5 days, disables it.
-    failures           INTEGER     NOT NULL DEFAULT 0,
+    -- When its current streak of failed attempts began (NULL after a
+    -- success): 100 in a row over an hour, or 5 days, disables it.
     failing_since      TIMESTAMPTZ,
     created_at         TIMESTAMPTZ NOT NULL,
     updated_at         TIMESTAMPTZ NOT NULL

@@ -10,7 +10,6 @@ CREATE TABLE webhook_endpoints (
     secret             TEXT     NOT NULL,
     previous_secret    TEXT,
     previous_until     DATETIME,
-    failures           INTEGER  NOT NULL DEFAULT 0,
     failing_since      DATETIME,
     created_at         DATETIME NOT NULL,
     updated_at         DATETIME NOT NULL

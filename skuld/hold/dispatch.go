@@ -118,7 +118,7 @@ func (d *dispatcher) dispatchDue(ctx context.Context, id string, due time.Time, 
 // their windows have room, for up to laneBatch messages or laneRun; then
 // it yields to the other jobs, or waits for the time its windows should
 // have room. It ends (end: the job completed, in a transaction that finds
-// the lane empty under store.LockLane) when no message is queued. rescued
+// the lane empty under the lane's lock, store.EndLane) when no message is queued. rescued
 // is as for dispatchDue, for the inbox's sends.
 func (d *dispatcher) dispatchLane(ctx context.Context, inboxID string, rescued bool, end store.JobTx) (step, error) {
 	if rescued {

@@ -19,7 +19,7 @@
 //     holds one job, not thousands, and cannot starve another inbox's mail.
 //     The job is written in the transaction that queues a message, and
 //     ends only in a transaction that finds the lane empty, both under the
-//     lane's lock (store.LockLane): queued mail always has a job.
+//     lane's lock (store.ShareLane, EndLane): queued mail always has a job.
 //
 // Every job has a finite timeout, above the longest send it can start, so
 // that River's rescuer runs again the jobs of a server that died; the
@@ -88,7 +88,7 @@ var laneUnique = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 // lane's job takes before it is written, and what dispatching a held
 // message reads and writes.
 type Store interface {
-	LockLane(ctx context.Context, tx *sql.Tx, inboxID string) error
+	ShareLane(ctx context.Context, tx *sql.Tx, inboxID string) error
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
 	DueMessage(ctx context.Context, id string) (m *store.Message, laneBusy bool, err error)
 	LaneHead(ctx context.Context, inboxID string) (*store.Message, error)
@@ -330,11 +330,14 @@ func (q *Queue) Due(id string, at time.Time) store.JobTx {
 // Lane implements skuld.Jobs.
 func (q *Queue) Lane(inboxID string, at time.Time) store.JobTx {
 	return func(ctx context.Context, tx *sql.Tx) error {
-		if err := q.o.Store.LockLane(ctx, tx, inboxID); err != nil {
+		if err := q.o.Store.ShareLane(ctx, tx, inboxID); err != nil {
 			return err
 		}
-		_, err := q.client.InsertTx(ctx, tx, laneArgs{InboxID: inboxID},
-			&river.InsertOpts{ScheduledAt: future(at), UniqueOpts: laneUnique})
+		// InsertManyFastTx: a lane job that exists is left as it is with ON
+		// CONFLICT DO NOTHING, where InsertTx's DO UPDATE locks its row
+		// until commit, one queuer of the inbox after another.
+		_, err := q.client.InsertManyFastTx(ctx, tx, []river.InsertManyParams{{Args: laneArgs{InboxID: inboxID},
+			InsertOpts: &river.InsertOpts{ScheduledAt: future(at), UniqueOpts: laneUnique}}})
 		return wrap(err, "insert lane job")
 	}
 }

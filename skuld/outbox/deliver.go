@@ -42,20 +42,14 @@ var errAttempt = errors.New("outbox: the endpoint did not accept the event")
 
 func (k *worker) Work(ctx context.Context, job *river.Job[deliverArgs]) error {
 	w := k.w
-	ep, err := w.o.Store.WebhookEndpoint(ctx, job.Args.EndpointID)
+	ep, ev, err := w.o.Store.WebhookDeliveryJob(ctx, job.Args.EndpointID, job.Args.EventID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil // deleted: nothing to deliver to
+		return nil // the endpoint deleted, or the event pruned: nothing to deliver
 	case err != nil:
 		return err
 	case !ep.Enabled:
 		return nil
-	}
-	ev, err := w.o.Store.WebhookEvent(ctx, job.Args.EventID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return err
 	}
 	now := time.Now()
 	signer, err := notify.NewSigner(ep.Secrets(now)...)
@@ -91,14 +85,14 @@ func (k *worker) Work(ctx context.Context, job *river.Job[deliverArgs]) error {
 	case notify.Retry:
 		if wait, ok := w.o.Schedule.Next(job.Attempt, jitterOf(job.ID, job.Attempt)); ok {
 			next = time.Now().Add(wait)
-			w.next.Store(job.ID, next)
+			w.next.Store(job.ID, wait)
 			result = errAttempt
 		}
 	}
 	if !next.IsZero() {
 		d.NextRetryAt = &next
 	}
-	disabled, err := w.o.Store.RecordWebhookAttempt(context.WithoutCancel(ctx), d, res.Outcome == notify.Delivered, w.o.Health)
+	disabled, err := w.o.Store.RecordWebhookAttempt(context.WithoutCancel(ctx), d, res.Outcome == notify.Delivered, ep, w.o.Health)
 	if err != nil {
 		w.next.Delete(job.ID)
 		return err
@@ -129,13 +123,16 @@ func (k *worker) Work(ctx context.Context, job *river.Job[deliverArgs]) error {
 	return result
 }
 
-// NextRetry is the schedule's wait after the attempt, as Work logged it.
+// NextRetry is the schedule's wait after the attempt, as Work logged it,
+// from now: the attempt's record took its time since, and a time already
+// past would make River fall back to its own policy. The log's
+// next_retry_at is thus never after the retry: it comes no earlier.
 func (k *worker) NextRetry(job *river.Job[deliverArgs]) time.Time {
-	if at, ok := k.w.next.LoadAndDelete(job.ID); ok {
-		return at.(time.Time)
+	wait, ok := k.w.next.LoadAndDelete(job.ID)
+	if !ok {
+		wait, _ = k.w.o.Schedule.Next(job.Attempt, jitterOf(job.ID, job.Attempt))
 	}
-	wait, _ := k.w.o.Schedule.Next(job.Attempt, jitterOf(job.ID, job.Attempt))
-	return time.Now().Add(max(wait, time.Millisecond))
+	return time.Now().Add(max(wait.(time.Duration), time.Millisecond))
 }
 
 // jitterOf is the randomness of a job's attempt's wait.

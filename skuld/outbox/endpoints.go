@@ -97,7 +97,7 @@ func (w *Webhooks) Update(ctx context.Context, id string, c EndpointChange) (*st
 		}
 		if c.Enabled != nil {
 			if *c.Enabled && !e.Enabled {
-				e.DisabledReason, e.Failures, e.FailingSince = nil, 0, nil
+				e.DisabledReason, e.FailingSince = nil, nil
 			}
 			e.Enabled = *c.Enabled
 		}

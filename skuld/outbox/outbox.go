@@ -39,9 +39,9 @@ type Store interface {
 	OldestOutboxEvent(ctx context.Context) (time.Time, bool, error)
 	WebhookEndpoint(ctx context.Context, id string) (*store.WebhookEndpoint, error)
 	WebhookEndpoints(ctx context.Context) ([]store.WebhookEndpoint, error)
-	WebhookEvent(ctx context.Context, id string) (*store.WebhookEvent, error)
+	WebhookDeliveryJob(ctx context.Context, endpointID, eventID string) (*store.WebhookEndpoint, *store.WebhookEvent, error)
 	WebhookDelivery(ctx context.Context, endpointID, id string) (*store.WebhookDelivery, error)
-	RecordWebhookAttempt(ctx context.Context, d *store.WebhookDelivery, ok bool, h store.WebhookHealth) (string, error)
+	RecordWebhookAttempt(ctx context.Context, d *store.WebhookDelivery, ok bool, ep *store.WebhookEndpoint, h store.WebhookHealth) (string, error)
 	DisableWebhookEndpoint(ctx context.Context, id, reason string) error
 	CreateWebhookEndpoint(ctx context.Context, e *store.WebhookEndpoint) error
 	UpdateWebhookEndpoint(ctx context.Context, id string, change func(e *store.WebhookEndpoint) error) (*store.WebhookEndpoint, error)
@@ -75,7 +75,7 @@ type Options struct {
 	// Schedule is when an event is tried again (nil: notify.DefaultSchedule).
 	Schedule notify.Schedule
 	// Health is when a failing endpoint is disabled (zero: 100 attempts
-	// in a row, or 5 days without a success).
+	// in a row over at least an hour, or 5 days without a success).
 	Health store.WebhookHealth
 	// PollInterval is how often the relay looks at the outbox (default
 	// 50 ms).
@@ -93,9 +93,9 @@ type Webhooks struct {
 	o    Options
 	jobs Jobs
 
-	// next holds the retry time each failed attempt logged, for River's
+	// next holds the wait each failed attempt logged, for River's
 	// NextRetry of the same job, which runs right after its Work.
-	next sync.Map // job id → time.Time
+	next sync.Map // job id → time.Duration
 
 	mu      sync.Mutex
 	stop    chan struct{}
@@ -122,7 +122,7 @@ func New(o Options) *Webhooks {
 		o.Schedule = notify.DefaultSchedule
 	}
 	if o.Health == (store.WebhookHealth{}) {
-		o.Health = store.WebhookHealth{MaxFailures: 100, MaxFailing: 5 * 24 * time.Hour}
+		o.Health = store.WebhookHealth{MaxFailures: 100, MinFailing: time.Hour, MaxFailing: 5 * 24 * time.Hour}
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 50 * time.Millisecond
