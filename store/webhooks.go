@@ -30,8 +30,8 @@ type WebhookEndpoint struct {
 	// FailingSince is when its current streak of failed attempts began;
 	// nil after a success.
 	FailingSince *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // Wants reports whether the endpoint takes events of type t.
