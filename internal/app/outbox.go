@@ -43,7 +43,11 @@ func (a *App) webhooksOut(cfg config.Config, st *store.Store) (*outbox.Webhooks,
 	}
 	co.Guard = guard
 	w := outbox.New(outbox.Options{Store: st, Client: notify.NewClient(co), Guard: guard, Resolver: a.hookResolver,
-		Render: api.EventData, Schedule: schedule, Logger: a.logger, Observer: a.metrics})
+		Render: api.EventData, Schedule: schedule, Logger: a.logger, Observer: a.metrics,
+		// The outbox is looked at as often as held mail: events come within
+		// about HELD_POLL_INTERVAL of what they tell, and an idle server
+		// (the tests' 1 s) pays one poll per interval for each.
+		PollInterval: cfg.HeldPollInterval})
 	queue, workers, register := w.Extension()
 	return w, hold.Extension{Queue: queue, Workers: workers, Register: register}, nil
 }
