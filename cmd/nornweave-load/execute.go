@@ -75,7 +75,7 @@ func execute(ctx context.Context, o options, stdout, stderr io.Writer) int {
 	var hooks *hookRun
 	if o.webhooks {
 		var err error
-		if hooks, err = startHooks(ctx, hc, cfg, o.hookFailFirst, ch != nil && o.db == "postgres"); err != nil {
+		if hooks, err = startHooks(ctx, hc, cfg, o.hookFailFirst, o.hookFailRequests, ch != nil && o.db == "postgres"); err != nil {
 			if ch != nil {
 				ch.stop()
 				fmt.Fprintf(stderr, "end of the server log:\n%s\n", ch.log.Tail())

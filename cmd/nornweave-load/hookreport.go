@@ -70,7 +70,7 @@ func (h *hookRun) finish(ctx context.Context, res loadResult, limit time.Duratio
 			fail("webhooks: endpoint %s: %v", r.name, enErr)
 		}
 		rr.Enabled, rr.DisabledReason = on, reason
-		events, bad, first, err := h.checkLog(ctx, h.endpoints[i], r.failFirst)
+		events, bad, first, err := h.checkLog(ctx, h.endpoints[i], r.answers())
 		if err != nil {
 			fail("webhooks: delivery log of %s: %v", r.name, err)
 		}

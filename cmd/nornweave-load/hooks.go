@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,10 +27,13 @@ const maxHookBody = 1 << 20
 type receiver struct {
 	name      string
 	failFirst int
-	now       func() time.Time
-	srv       *http.Server
-	ln        net.Listener
-	done      chan struct{}
+	// failRequests is how many of the receiver's first requests, whatever
+	// their event, it answers 500 (-webhook-fail-requests).
+	failRequests int
+	now          func() time.Time
+	srv          *http.Server
+	ln           net.Listener
+	done         chan struct{}
 
 	mu          sync.Mutex
 	key         []byte                // the endpoint's secret, decoded
@@ -48,6 +52,7 @@ type hookEvent struct {
 	msgID    string // data.id
 	attempts int    // requests carrying the id
 	ok       int    // of them, answered 2xx
+	answers  []int  // each request's answer, in the order they came
 	firstOK  time.Time
 }
 
@@ -141,7 +146,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	e.attempts++
 	status := http.StatusOK
-	if e.attempts <= r.failFirst {
+	if e.attempts <= r.failFirst || r.requests <= r.failRequests {
 		status = http.StatusInternalServerError
 		r.answered500++
 	} else {
@@ -153,8 +158,20 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
+	e.answers = append(e.answers, status)
 	r.mu.Unlock()
 	w.WriteHeader(status)
+}
+
+// answers returns each event's answers, by webhook-id.
+func (r *receiver) answers() map[string][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string][]int, len(r.events))
+	for id, e := range r.events {
+		out[id] = slices.Clone(e.answers)
+	}
+	return out
 }
 
 // validSignature checks a Standard Webhooks signature: one of the

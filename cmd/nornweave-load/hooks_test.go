@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,28 @@ func TestReceiverFailsFirstAttemptsOfEachEvent(t *testing.T) {
 				t.Errorf("bad signatures %d, bad requests %d; want 0 and 0", rep.BadSignatures, rep.BadRequests)
 			}
 		})
+	}
+}
+
+// TestReceiverFailsFirstRequests checks -webhook-fail-requests: the
+// receiver's first requests are answered 500 whatever their event, and
+// answers() records each event's answers in order, which the delivery
+// log is compared with.
+func TestReceiverFailsFirstRequests(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)}
+	r := newTestReceiver(t, "B", 0, clock)
+	r.failRequests = 2
+	want := []int{500, 500, 200, 200, 200}
+	for i, id := range []string{"e1", "e2", "e1", "e2", "e3"} {
+		if got := deliver(r, id, "msg"+id[1:], testKey); got != want[i] {
+			t.Errorf("request %d (%s): answered %d, want %d", i+1, id, got, want[i])
+		}
+	}
+	got := r.answers()
+	if len(got) != 3 || !slices.Equal(got["e1"], []int{500, 200}) || !slices.Equal(got["e2"], []int{500, 200}) ||
+		!slices.Equal(got["e3"], []int{200}) {
+		t.Errorf("answers = %v", got)
 	}
 }
 

@@ -80,9 +80,12 @@ type options struct {
 	webhooks      bool
 	hookSchedule  string
 	hookFailFirst int
-	hookWait      time.Duration
-	preferAsync   bool
-	sinkHang      time.Duration
+	// hookFailRequests is how many of receiver B's first requests, of any
+	// event, it answers 500.
+	hookFailRequests int
+	hookWait         time.Duration
+	preferAsync      bool
+	sinkHang         time.Duration
 }
 
 func main() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
@@ -134,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.hookSchedule, "webhook-retry-schedule", "100ms,100ms,100ms,100ms",
 		"WEBHOOK_RETRY_SCHEDULE of a server spawned with -webhooks")
 	fs.IntVar(&o.hookFailFirst, "webhook-fail-first", 2, "receiver B answers this many attempts of each event 500")
+	fs.IntVar(&o.hookFailRequests, "webhook-fail-requests", 0, "receiver B answers this many of its first requests 500, whatever their event (with -webhook-fail-first 0: an endpoint that fails its first attempts)")
 	fs.DurationVar(&o.hookWait, "webhook-wait", 5*time.Minute, "after the last send, wait up to this long "+
 		"for every event to be delivered (at most 30m)")
 	fs.BoolVar(&o.preferAsync, "prefer-async", false, "send Prefer: respond-async; an answer other than 202 is a violation")
