@@ -117,7 +117,7 @@ func TestQueuedSendsAcrossKill(t *testing.T) {
 		})
 		time.Sleep(2 * time.Second)
 		seen, fromA := map[string]int{}, []string{}
-		var fromQ []time.Time
+		var fromQ, fromATimes []time.Time
 		for _, m := range mx.Messages() {
 			to := strings.TrimSuffix(m.To[0], "@example.com")
 			seen[to]++
@@ -125,7 +125,7 @@ func TestQueuedSendsAcrossKill(t *testing.T) {
 			case to == "b1":
 				t.Logf("b1 delivered %v after its next_attempt_at", m.Received.Sub(next))
 			case strings.HasPrefix(to, "a"):
-				fromA = append(fromA, to)
+				fromA, fromATimes = append(fromA, to), append(fromATimes, m.Received)
 			case strings.HasPrefix(to, "q"):
 				fromQ = append(fromQ, m.Received)
 			}
@@ -138,8 +138,17 @@ func TestQueuedSendsAcrossKill(t *testing.T) {
 		if most := maxInWindow(fromQ, time.Minute); most > 3 {
 			t.Errorf("inbox Q: %d deliveries within 60 s, want at most 3", most)
 		}
-		if len(fromA) > 2 || fromA[0] != "a0" || (len(fromA) == 2 && fromA[1] != "a1") {
-			t.Errorf("inbox A delivered %v, want a0 then a1 at most (one a minute, in order)", fromA)
+		// One a minute, in order: how many minutes passed since a0 depends
+		// on how fast this machine ran the test (a loaded make test took
+		// 170 s, and a2 went out too).
+		for i, to := range fromA {
+			if to != fmt.Sprintf("a%d", i) {
+				t.Errorf("inbox A delivered %v, want a0, a1, ... in order", fromA)
+				break
+			}
+		}
+		if most := maxInWindow(fromATimes, time.Minute); most > 1 {
+			t.Errorf("inbox A: %d deliveries within 60 s, want at most 1 (%v)", most, fromA)
 		}
 		for _, id := range append(queued, scheduled...) {
 			if st := p.status(t, id); st != "sent" {

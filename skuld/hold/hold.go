@@ -153,6 +153,10 @@ type Extension struct {
 	Queue    string
 	Workers  int
 	Register func(*river.Workers)
+	// PollInterval is how often an idle server looks for the queue's jobs
+	// (0: the Queue's own PollInterval). River polls each queue apart:
+	// a queue is one more query per interval on every idle server.
+	PollInterval time.Duration
 }
 
 // Queue is the River client that dispatches held messages. It implements
@@ -198,7 +202,7 @@ func New(o Options) (*Queue, error) {
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cmp.Or(o.Workers, 100)}}
 	for _, x := range o.Extensions {
 		x.Register(workers)
-		queues[x.Queue] = river.QueueConfig{MaxWorkers: x.Workers}
+		queues[x.Queue] = river.QueueConfig{MaxWorkers: x.Workers, FetchPollInterval: x.PollInterval}
 	}
 	cfg := &river.Config{
 		Logger:               slog.New(routine{o.Logger.With(slog.String("component", "river")).Handler()}),
