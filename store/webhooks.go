@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -218,7 +219,11 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, d *WebhookDelivery, ok
 	now := time.Now().UTC()
 	d.CreatedAt = now
 	db := s.db.WithContext(ctx)
-	if err := db.Create(d).Error; err != nil {
+	// database/sql, without gorm's reflection: every attempt writes one.
+	if _, err := s.sqlDB.ExecContext(ctx, s.rebind(`INSERT INTO webhook_deliveries (id, endpoint_id, event_id,
+		event_type, attempt, status_code, latency_ms, error, response_body, next_retry_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), d.ID, d.EndpointID, d.EventID, d.EventType, d.Attempt,
+		d.StatusCode, d.LatencyMS, d.Error, d.ResponseBody, utcPtr(d.NextRetryAt), d.CreatedAt); err != nil {
 		return "", wrap(err, "record webhook attempt on %s", d.EndpointID)
 	}
 	endpoint := db.Model(&WebhookEndpoint{}).Where("id = ?", d.EndpointID)
@@ -254,20 +259,41 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, d *WebhookDelivery, ok
 }
 
 // WebhookDeliveryJob reads what a delivery needs, in one statement: the
-// endpoint and the event (ErrNotFound if either is gone).
+// endpoint and the event (ErrNotFound if either is gone). It is every
+// attempt's read: database/sql, without gorm's reflection.
 func (s *Store) WebhookDeliveryJob(ctx context.Context, endpointID, eventID string) (*WebhookEndpoint, *WebhookEvent, error) {
-	var row struct {
-		WebhookEndpoint `gorm:"embedded"`
-		EventType       string
-		Payload         string
-		EventCreatedAt  time.Time
+	var (
+		e                    WebhookEndpoint
+		ev                   = WebhookEvent{ID: eventID}
+		prevUntil, failingAt any
+	)
+	e.ID = endpointID
+	err := s.sqlDB.QueryRowContext(ctx, s.rebind(`SELECT e.url, e.events, e.enabled, e.secret, e.previous_secret,
+		e.previous_until, e.failing_since, v.type, v.payload FROM webhook_endpoints e, webhook_events v
+		WHERE e.id = ? AND v.id = ?`), endpointID, eventID).Scan(&e.URL, &e.Events, &e.Enabled, &e.Secret,
+		&e.PreviousSecret, &prevUntil, &failingAt, &ev.Type, &ev.Payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = gorm.ErrRecordNotFound
 	}
-	err := s.db.WithContext(ctx).Raw(`SELECT e.*, v.type AS event_type, v.payload, v.created_at AS event_created_at
-		FROM webhook_endpoints e, webhook_events v WHERE e.id = ? AND v.id = ?`, endpointID, eventID).Take(&row).Error
+	if err == nil {
+		e.PreviousUntil, err = scanOptTime(prevUntil)
+	}
+	if err == nil {
+		e.FailingSince, err = scanOptTime(failingAt)
+	}
 	if err != nil {
 		return nil, nil, wrap(err, "webhook delivery of %s to %s", eventID, endpointID)
 	}
-	return &row.WebhookEndpoint, &WebhookEvent{ID: eventID, Type: row.EventType, Payload: row.Payload, CreatedAt: row.EventCreatedAt}, nil
+	return &e, &ev, nil
+}
+
+// scanOptTime is scanTime of a nullable column.
+func scanOptTime(v any) (*time.Time, error) {
+	if v == nil {
+		return nil, nil
+	}
+	t, err := scanTime(v)
+	return &t, err
 }
 
 // DisableWebhookEndpoint disables endpoint id for reason (a 410).
