@@ -88,7 +88,7 @@ func (j *janitor) tick() {
 		j.resolve(ctx, now)
 	}
 	if n%pruneTicks == 0 {
-		j.prune(ctx, now)
+		j.prune(ctx, now, n > 0)
 		j.reputation(ctx, now)
 	}
 
@@ -121,12 +121,18 @@ func (j *janitor) resolve(ctx context.Context, now time.Time) {
 	}
 }
 
-func (j *janitor) prune(ctx context.Context, now time.Time) {
+// prune deletes what nothing can use any more; the webhook log, whose
+// 30 days are never urgent, not at start (started), when on SQLite its
+// DELETE would hold the one writer while the server begins to answer.
+func (j *janitor) prune(ctx context.Context, now time.Time, started bool) {
 	if _, err := j.store.PruneSendLog(ctx, now.Add(-sendLogKeep)); err != nil {
 		j.logger.Error("prune send log", slog.Any("error", err))
 	}
 	if _, err := j.store.PruneIdempotencyKeys(ctx, now.Add(-api.KeyTTL)); err != nil {
 		j.logger.Error("prune idempotency keys", slog.Any("error", err))
+	}
+	if !started {
+		return
 	}
 	if _, err := j.store.PruneWebhookEvents(ctx, now.Add(-webhookLogKeep)); err != nil {
 		j.logger.Error("prune webhook events", slog.Any("error", err))
