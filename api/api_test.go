@@ -104,7 +104,7 @@ func TestRateLimitedMapping(t *testing.T) {
 	refused := fakeSender(func() (*store.Message, error) {
 		return nil, &throttle.RateLimitedError{RetryAfter: 12 * time.Second,
 			Violations: []throttle.Violation{{Window: throttle.GlobalMinute, Count: 5, Limit: 5, RetryAfter: 12 * time.Second}},
-			Snapshot: throttle.Snapshot{Global: throttle.Pair{
+			Snapshot: throttle.Snapshot{Global: throttle.ScopeState{
 				PerMinute: throttle.WindowState{Window: throttle.GlobalMinute, Limit: 5, Used: 5, ResetSeconds: 12},
 				PerHour:   throttle.WindowState{Window: throttle.GlobalHour}}}}
 	})

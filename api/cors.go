@@ -12,7 +12,7 @@ import (
 // the name of an attachment it downloads.
 var corsExposedHeaders = []string{
 	"Retry-After", echo.HeaderXRequestID, "Idempotent-Replayed", echo.HeaderWWWAuthenticate,
-	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy",
+	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Unit", "RateLimit", "RateLimit-Policy",
 	echo.HeaderContentDisposition, // a downloaded attachment's file name
 	"Preference-Applied",          // a send answered at once (Prefer: respond-async)
 }

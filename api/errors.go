@@ -137,6 +137,7 @@ func (a *API) Classify(ctx context.Context, err error, attrs ...slog.Attr) Probl
 		blocked    *skuld.BlockedError
 		suppressed *skuld.SuppressedError
 		rl         *throttle.RateLimitedError
+		tooLarge   *throttle.TooLargeError
 		down       *throttle.UnavailableError
 		he         *echo.HTTPError
 	)
@@ -157,6 +158,11 @@ func (a *API) Classify(ctx context.Context, err error, attrs ...slog.Attr) Probl
 		}
 		return Problem{Status: http.StatusUnprocessableEntity, Code: skuld.SuppressedCode, Detail: suppressed.Error(),
 			Suppressed: list}
+	case errors.As(err, &tooLarge):
+		// No wait would admit it: a 429 would be retried for ever.
+		return Problem{Status: http.StatusUnprocessableEntity, Code: skuld.TooManyRecipientsCode,
+			Detail:   "Too many recipients: " + tooLarge.Error() + "; split the send",
+			Violated: windowNames([]throttle.Window{tooLarge.Window})}
 	case errors.As(err, &rl):
 		return Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: rl.Error(),
 			RetryAfter: rl.RetryAfterSeconds(), Violated: windowNames(rl.Windows())}

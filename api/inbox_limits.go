@@ -16,7 +16,8 @@ import (
 const maxInboxLimit = 1_000_000
 
 // patchInbox renames an inbox and sets or clears its throttle overrides:
-// {"name": "...", "rate_limit": {"per_minute": 10, "per_hour": null}}. An
+// {"name": "...", "rate_limit": {"per_minute": 10, "per_hour": null,
+// "per_day": 1000}}. An
 // absent key leaves its value as it is; null in rate_limit is back to the
 // default. Every other field is read-only and named in a 422.
 func (a *API) patchInbox(c echo.Context) error {
@@ -36,9 +37,13 @@ func (a *API) patchInbox(c echo.Context) error {
 	}
 	if raw, ok := obj.present("rate_limit"); ok {
 		rl := obj.child("rate_limit", raw)
-		rl.forbidExtra("per_minute", "per_hour")
+		rl.forbidExtra("per_minute", "per_hour", "per_day")
 		ch.SetPerMinute, ch.PerMinute = rl.nullableInt("per_minute", 0, maxInboxLimit)
 		ch.SetPerHour, ch.PerHour = rl.nullableInt("per_hour", 0, maxInboxLimit)
+		ch.SetPerDay, ch.PerDay = rl.nullableInt("per_day", 0, maxInboxLimit)
+		if ch.PerDay != nil && *ch.PerDay != 0 && a.SharedThrottle {
+			rl.add("per_day", "A per-day window is kept by THROTTLE_BACKEND=memory only for now", "value_error")
+		}
 	}
 	if err := obj.err(); err != nil {
 		return err
@@ -61,7 +66,7 @@ func (a *API) inboxRateLimit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, ToRateLimit(snap.Inbox))
+	return c.JSON(http.StatusOK, a.ToRateLimit(snap.Inbox, false))
 }
 
 // child reads the JSON object raw, the value of field name, reporting its

@@ -20,7 +20,7 @@ func (a *API) rateLimit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, ToRateLimit(snap.Global))
+	return c.JSON(http.StatusOK, a.ToRateLimit(snap.Global, true))
 }
 
 // WindowsOf reads the throttle's windows: the global ones and, when
@@ -36,8 +36,16 @@ func (a *API) WindowsOf(ctx context.Context, inboxID string) (throttle.Snapshot,
 	return a.readWindowsOf(ctx, in)
 }
 
-func ToRateLimit(p throttle.Pair) RateLimitResponse {
-	return RateLimitResponse{PerMinute: toWindow(p.PerMinute), PerHour: toWindow(p.PerHour)}
+// ToRateLimit is a scope's windows as the rate-limit endpoints show them;
+// global says whether the scope has a per-second window.
+func (a *API) ToRateLimit(p throttle.ScopeState, global bool) RateLimitResponse {
+	out := RateLimitResponse{Unit: a.Unit.String(), PerMinute: toWindow(p.PerMinute),
+		PerHour: toWindow(p.PerHour), PerDay: toWindow(p.PerDay)}
+	if global {
+		sec := toWindow(p.PerSecond)
+		out.PerSecond = &sec
+	}
+	return out
 }
 
 // toWindow is a window as the rate-limit endpoints show it. An unlimited
@@ -70,6 +78,8 @@ func (a *API) setRateLimitHeaders(h http.Header, snap throttle.Snapshot, refusal
 		policy[i] = fmt.Sprintf("%q;q=%d;w=%d", w.Window, w.Limit, int(w.Window.Span.Duration()/time.Second))
 	}
 	h.Set("X-RateLimit-Limit", strconv.Itoa(tight.Limit))
+	// What the numbers count: message, or recipient (THROTTLE_UNIT).
+	h.Set("X-RateLimit-Unit", a.Unit.String())
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(tight.Remaining))
 	// Rounded up, like Retry-After: a client that comes back at the Unix
 	// second named must not be early.
@@ -95,7 +105,10 @@ func TightWindow(snap throttle.Snapshot, refusal *throttle.RateLimitedError) (ti
 	}
 	if refusal != nil {
 		v := refusal.Binding()
-		return throttle.WindowState{Window: v.Window, Limit: v.Limit, ResetSeconds: refusal.RetryAfterSeconds()}, limited, true
+		// Remaining is what is left, which a send of several recipients
+		// may find too little; the reset is when its whole cost fits.
+		return throttle.WindowState{Window: v.Window, Limit: v.Limit, Remaining: max(v.Limit-v.Count, 0),
+			ResetSeconds: refusal.RetryAfterSeconds()}, limited, true
 	}
 	tight = limited[0]
 	for _, w := range limited[1:] {

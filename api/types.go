@@ -57,12 +57,14 @@ type InboxResponse struct {
 type inboxRateLimit struct {
 	PerMinute *int `json:"per_minute"`
 	PerHour   *int `json:"per_hour"`
+	PerDay    *int `json:"per_day"`
 }
 
 func toInbox(in *store.Inbox) InboxResponse {
 	return InboxResponse{ID: in.ID, EmailAddress: in.EmailAddress, Name: in.Name,
 		ProviderConfig: map[string]any{}, CreatedAt: Timestamp(in.CreatedAt),
-		RateLimit: inboxRateLimit{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour}}
+		RateLimit: inboxRateLimit{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour,
+			PerDay: in.RateLimitPerDay}}
 }
 
 type ThreadSummary struct {
@@ -183,9 +185,14 @@ type WindowResponse struct {
 	ResetSeconds *int `json:"reset_seconds"`
 }
 
+// RateLimitResponse is a scope's windows, counted in Unit: "message", or
+// "recipient" (THROTTLE_UNIT). An inbox has no per-second window.
 type RateLimitResponse struct {
-	PerMinute WindowResponse `json:"per_minute"`
-	PerHour   WindowResponse `json:"per_hour"`
+	Unit      string          `json:"unit"`
+	PerSecond *WindowResponse `json:"per_second,omitempty"`
+	PerMinute WindowResponse  `json:"per_minute"`
+	PerHour   WindowResponse  `json:"per_hour"`
+	PerDay    WindowResponse  `json:"per_day"`
 }
 
 // previewRunes is how much of the body a preview shows.

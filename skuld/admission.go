@@ -31,6 +31,7 @@ type Admission struct {
 	id    uint64 // the send's registration (enter)
 	tk    throttle.Ticket
 	lease time.Duration
+	cost  int           // the units its slot holds
 	end   time.Duration // mono: the end of its lease
 	// leaveGate gives back the inbox's gate, held from Deliver until Done.
 	leaveGate func()
@@ -44,7 +45,7 @@ type Admission struct {
 // (the windows are full: nothing taken), or the throttle's failure to
 // answer.
 func (s *Sender) AdmitHeld(ctx context.Context, m *store.Message, inbox *store.Inbox, req SendRequest) (*Admission, error) {
-	if err := s.screen(ctx, req); err != nil {
+	if err := s.screen(ctx, req, inbox); err != nil {
 		return nil, err
 	}
 	id, ok := s.enter(m.Size)
@@ -53,12 +54,13 @@ func (s *Sender) AdmitHeld(ctx context.Context, m *store.Message, inbox *store.I
 	}
 	lease := s.o.Budget.Lease(m.Size)
 	reserved := s.o.Clock.Mono()
-	tk, err := s.o.Throttle.Reserve(ctx, throttle.Request{Inbox: InboxKey(inbox), Override: InboxOverride(inbox), Lease: lease})
+	cost := s.cost(req)
+	tk, err := s.o.Throttle.Reserve(ctx, throttle.Request{Inbox: InboxKey(inbox), Override: InboxOverride(inbox), Lease: lease, Cost: cost})
 	if err != nil {
 		s.leave(id)
 		return nil, err
 	}
-	return &Admission{s: s, m: m, inbox: inbox, id: id, tk: tk, lease: lease, end: reserved + lease}, nil
+	return &Admission{s: s, m: m, inbox: inbox, id: id, tk: tk, lease: lease, cost: cost, end: reserved + lease}, nil
 }
 
 // Deliver hands the admitted message, with req's recipients and
@@ -82,7 +84,7 @@ func (a *Admission) Deliver(ctx context.Context, req SendRequest, claim func(*st
 		return "", err
 	}
 	at := s.o.Clock.Now().UTC()
-	slot := &store.SendSlot{Scope: InboxKey(a.inbox), ReservedAt: at, Deadline: at.Add(a.lease)}
+	slot := &store.SendSlot{Scope: InboxKey(a.inbox), ReservedAt: at, Deadline: at.Add(a.lease), Cost: a.cost}
 	handover := &providers.HandoverTrace{HandedOver: func() error {
 		if err := claim(slot); err != nil {
 			return fmt.Errorf("%w: %w", errHandoverRefused, err)

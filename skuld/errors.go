@@ -38,6 +38,11 @@ type SuppressedError struct {
 // prefix of the error a held message records when it fails so.
 const SuppressedCode = "recipient_suppressed"
 
+// TooManyRecipientsCode is the code a send whose cost is above a window's
+// limit (a *throttle.TooLargeError) is refused with, and the prefix of the
+// error of a held message that fails so.
+const TooManyRecipientsCode = "too_many_recipients"
+
 func (e *SuppressedError) Error() string {
 	parts := make([]string, len(e.Suppressed))
 	for i, sp := range e.Suppressed {

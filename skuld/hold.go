@@ -60,7 +60,7 @@ func (s *Sender) Schedule(ctx context.Context, req SendRequest, at time.Time) (R
 	if err != nil {
 		return Result{}, err
 	}
-	if err := s.screen(ctx, req); err != nil {
+	if err := s.screen(ctx, req, inbox); err != nil {
 		return Result{}, err
 	}
 	at = at.UTC()

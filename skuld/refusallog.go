@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,13 +37,13 @@ type refusalLog struct {
 	interval time.Duration
 
 	mu      sync.Mutex
-	running bool          // a run of refusals is under way
-	since   time.Duration // Mono at the start of the current interval
-	total   int           // refusals since, not yet logged
-	full    [4]int        // of which each window (throttle.Windows) was full
-	retry   int           // the last refusal's Retry-After
-	timer   clock.Timer   // the next summary's, while a run is under way
-	stopped bool          // by stop: no more timers
+	running bool                       // a run of refusals is under way
+	since   time.Duration              // Mono at the start of the current interval
+	total   int                        // refusals since, not yet logged
+	full    [len(throttle.Windows)]int // of which each window (throttle.Windows) was full
+	retry   int                        // the last refusal's Retry-After
+	timer   clock.Timer                // the next summary's, while a run is under way
+	stopped bool                       // by stop: no more timers
 	// pending counts the summary calls scheduled or running, so that stop
 	// returns only once none can write any more.
 	pending sync.WaitGroup
@@ -124,18 +125,22 @@ func (r *refusalLog) flushLocked(now time.Duration, final bool) {
 	// Not a request's ctx: a summary is of many requests.
 	attrs := []any{slog.Int("refused", r.total)}
 	for i, w := range throttle.Windows {
-		attrs = append(attrs, slog.Int(strings.ReplaceAll(w.String(), "-", "_")+"_full", r.full[i]))
+		// The second and the day, newer, only when they refused: a
+		// server configured as before logs as before.
+		if r.full[i] > 0 || w.Span == throttle.Minute || w.Span == throttle.Hour {
+			attrs = append(attrs, slog.Int(strings.ReplaceAll(w.String(), "-", "_")+"_full", r.full[i]))
+		}
 	}
 	attrs = append(attrs, slog.Int64("over_ms", (now-r.since).Milliseconds()), slog.Int("retry_after", r.retry))
 	r.logger.WarnContext(context.Background(), msg, attrs...)
-	r.since, r.total, r.full = now, 0, [4]int{}
+	r.since, r.total, r.full = now, 0, [len(throttle.Windows)]int{}
 	if final {
 		r.running = false
 	}
 }
 
 // windowIndex is w's index in throttle.Windows.
-func windowIndex(w throttle.Window) int { return int(w.Scope)*2 + int(w.Span) }
+func windowIndex(w throttle.Window) int { return slices.Index(throttle.Windows[:], w) }
 
 func windowNames(e *throttle.RateLimitedError) string {
 	parts := make([]string, len(e.Violations))

@@ -18,9 +18,13 @@ type ThrottleLog interface {
 	PendingSends(ctx context.Context, now time.Time) ([]store.PendingSend, error)
 }
 
-// restoreSpan is how far back a restart looks: the hour window plus one
+// restoreSpan is how far back a restart looks: the day window plus one
 // bucket, since a bucket counts until all of it has left the window.
-const restoreSpan = 61 * time.Minute
+const restoreSpan = throttle.Longest
+
+// sharedSpan is restoreSpan for the shared backends, which keep the minute
+// and the hour only: the hour and its last bucket.
+const sharedSpan = time.Hour + time.Minute
 
 // RestoreThrottle keeps the in-memory throttle's promise across a restart.
 // First the sends a stopped server left in flight are resolved: each may
@@ -44,16 +48,16 @@ func RestoreThrottle(ctx context.Context, log ThrottleLog, l *throttle.GlobalRat
 	for _, s := range sends {
 		// A clock that was ahead when the row was written must not push
 		// the windows into the future.
-		l.Restore(clock.MonoAt(c, minTime(s.At, now)), s.Scope)
+		l.Restore(clock.MonoAt(c, minTime(s.At, now)), s.Scope, s.Cost)
 	}
 	return len(sends), interrupted, nil
 }
 
 // ThrottleRecord reads what a shared throttle's lost state is rebuilt from
-// (shared.Options.Rebuild): the sends counted within restoreSpan of
+// (shared.Options.Rebuild): the sends counted within sharedSpan of
 // now, and those in flight, until their deadline plus the backend's margin.
 func ThrottleRecord(ctx context.Context, log ThrottleLog, now time.Time, margin time.Duration) (throttledriver.Record, error) {
-	sent, err := log.CountedSends(ctx, now.Add(-restoreSpan))
+	sent, err := log.CountedSends(ctx, now.Add(-sharedSpan))
 	if err != nil {
 		return throttledriver.Record{}, err
 	}

@@ -110,6 +110,9 @@ type Options struct {
 	Store    Store
 	Provider Provider
 	Throttle throttle.Throttle
+	// Unit is what a send costs in the throttle's windows: 1 a message,
+	// or its unique recipients (THROTTLE_UNIT).
+	Unit     throttle.Unit
 	Filter   *filter.Filter // nil allows every domain
 	Renderer Renderer       // nil: render.New()
 	Logger   *slog.Logger
@@ -191,7 +194,7 @@ func InboxKey(in *store.Inbox) string { return strings.ToLower(in.EmailAddress) 
 
 // InboxOverride is the throttle override stored with an inbox.
 func InboxOverride(in *store.Inbox) throttle.Override {
-	return throttle.Override{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour}
+	return throttle.Override{PerMinute: in.RateLimitPerMinute, PerHour: in.RateLimitPerHour, PerDay: in.RateLimitPerDay}
 }
 
 // Send sends one message: admit, then deliver. Errors are *NotFoundError,
@@ -274,7 +277,7 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 	if err != nil {
 		return adm, err
 	}
-	if err := s.screen(ctx, req); err != nil {
+	if err := s.screen(ctx, req, inbox); err != nil {
 		return adm, err
 	}
 	if req.Async && s.o.Hold != nil {
@@ -292,7 +295,8 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 	}
 	lease := s.o.Budget.Lease(sizeBound(req))
 	reserved := s.o.Clock.Mono()
-	tk, err := s.o.Throttle.Reserve(ctx, throttle.Request{Inbox: InboxKey(inbox), Override: InboxOverride(inbox), Lease: lease})
+	cost := s.cost(req)
+	tk, err := s.o.Throttle.Reserve(ctx, throttle.Request{Inbox: InboxKey(inbox), Override: InboxOverride(inbox), Lease: lease, Cost: cost})
 	if err != nil {
 		var rl *throttle.RateLimitedError
 		if errors.As(err, &rl) {
@@ -327,7 +331,7 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 	if newThread != nil {
 		newThread.CreatedAt, newThread.LastMessageAt = m.CreatedAt, m.CreatedAt
 	}
-	slot := &store.SendSlot{Scope: InboxKey(inbox), ReservedAt: now, Deadline: now.Add(lease), JudgedBy: inbox}
+	slot := &store.SendSlot{Scope: InboxKey(inbox), ReservedAt: now, Deadline: now.Add(lease), Cost: cost, JudgedBy: inbox}
 	if err := s.o.Store.CreateMessage(ctx, m, atts, newThread, slot); err != nil {
 		s.settle(ctx, tk.Release, m.ID)
 		switch {
@@ -444,19 +448,45 @@ func inboxGone(err error) bool {
 	return errors.As(err, &nf) && nf.Kind == "Inbox"
 }
 
-// screen refuses a send the domain filter blocks (*BlockedError), or one
-// to a recipient on the suppression list (*SuppressedError): before the
-// throttle, so that neither takes a slot.
-func (s *Sender) screen(ctx context.Context, req SendRequest) error {
+// screen refuses a send the domain filter blocks (*BlockedError), one
+// to a recipient on the suppression list (*SuppressedError), or one whose
+// cost no window of inbox could ever hold (*throttle.TooLargeError):
+// before the throttle, so that none takes a slot, and before a held
+// message is recorded, so that none is accepted only to fail.
+func (s *Sender) screen(ctx context.Context, req SendRequest, inbox *store.Inbox) error {
 	if err := s.checkDomains(ctx, req); err != nil {
 		return err
 	}
-	return s.checkSuppressed(ctx, req)
+	if err := s.checkSuppressed(ctx, req); err != nil {
+		return err
+	}
+	return s.checkCost(ctx, req, inbox)
 }
 
-// checkSuppressed refuses a send to any recipient, to, cc or bcc, on the
-// suppression list. Reply-To receives nothing from us: it is not checked.
-func (s *Sender) checkSuppressed(ctx context.Context, req SendRequest) error {
+// checkCost refuses a send of more units than a window's limit. The
+// throttle refuses it too; this tells a held message before it is
+// recorded.
+func (s *Sender) checkCost(ctx context.Context, req SendRequest, inbox *store.Inbox) error {
+	n := s.cost(req)
+	if n <= 1 {
+		return nil
+	}
+	snap, err := s.o.Throttle.State(ctx, InboxKey(inbox), InboxOverride(inbox))
+	if err != nil {
+		return nil // the throttle's own admission decides, or fails
+	}
+	for _, w := range snap.States() {
+		if w.Limit > 0 && n > w.Limit {
+			return &throttle.TooLargeError{Window: w.Window, Limit: w.Limit, Cost: n}
+		}
+	}
+	return nil
+}
+
+// recipientKeys lists the request's recipients, to, cc and bcc, once each
+// in canonical form (address.Key): who the message goes to, as the
+// suppression list and a provider's quota see them.
+func (req SendRequest) recipientKeys() []string {
 	keys := make([]string, 0, len(req.To)+len(req.Cc)+len(req.Bcc))
 	for _, list := range [][]address.Address{req.To, req.Cc, req.Bcc} {
 		for _, a := range list {
@@ -465,6 +495,22 @@ func (s *Sender) checkSuppressed(ctx context.Context, req SendRequest) error {
 			}
 		}
 	}
+	return keys
+}
+
+// cost is the units req takes from the throttle's windows: 1, or its
+// unique recipients when the throttle counts recipients.
+func (s *Sender) cost(req SendRequest) int {
+	if s.o.Unit == throttle.UnitRecipient {
+		return max(len(req.recipientKeys()), 1)
+	}
+	return 1
+}
+
+// checkSuppressed refuses a send to any recipient, to, cc or bcc, on the
+// suppression list. Reply-To receives nothing from us: it is not checked.
+func (s *Sender) checkSuppressed(ctx context.Context, req SendRequest) error {
+	keys := req.recipientKeys()
 	found, err := s.o.Store.Suppressed(ctx, keys)
 	if err != nil || len(found) == 0 {
 		return err

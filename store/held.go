@@ -89,9 +89,10 @@ func (s *Store) ClaimHeld(ctx context.Context, m *Message, slot *SendSlot) error
 func (s *Store) claimHeldPostgres(ctx context.Context, m *Message, slot *SendSlot) error {
 	res := s.db.WithContext(ctx).Exec(inboxLockCTE+`c AS (UPDATE messages SET status = ?, next_attempt_at = NULL,
 		version = version + 1 WHERE `+inboxLocked+`id = ? AND version = ? AND status IN ? RETURNING id)
-		INSERT INTO send_log (id, inbox_id, scope, reserved_at, deadline)
-		SELECT ?, ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz) FROM c`,
-		slot.InboxID, StatusSending, m.ID, m.Version, heldStatuses, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline)
+		INSERT INTO send_log (id, inbox_id, scope, reserved_at, deadline, cost)
+		SELECT ?, ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS integer) FROM c`,
+		slot.InboxID, StatusSending, m.ID, m.Version, heldStatuses, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt,
+		slot.Deadline, slot.Cost)
 	if res.Error != nil || res.RowsAffected == 1 {
 		return res.Error
 	}

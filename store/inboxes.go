@@ -78,7 +78,8 @@ var ErrInboxChanged = errors.New("store: inbox changed since it was read")
 // from an inbox: its address, its name (the From header's) and its limits.
 func (in *Inbox) SameAs(o *Inbox) bool {
 	return in.ID == o.ID && in.EmailAddress == o.EmailAddress && in.Name == o.Name &&
-		sameInt(in.RateLimitPerMinute, o.RateLimitPerMinute) && sameInt(in.RateLimitPerHour, o.RateLimitPerHour)
+		sameInt(in.RateLimitPerMinute, o.RateLimitPerMinute) && sameInt(in.RateLimitPerHour, o.RateLimitPerHour) &&
+		sameInt(in.RateLimitPerDay, o.RateLimitPerDay)
 }
 
 func sameInt(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
@@ -87,10 +88,11 @@ func sameInt(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *
 // recorded under: the inbox still reads as the copy does.
 const judgedGuard = `EXISTS (SELECT 1 FROM inboxes WHERE id = ? AND email_address = ? AND name = ?
 	AND rate_limit_per_minute IS NOT DISTINCT FROM CAST(? AS integer)
-	AND rate_limit_per_hour IS NOT DISTINCT FROM CAST(? AS integer))`
+	AND rate_limit_per_hour IS NOT DISTINCT FROM CAST(? AS integer)
+	AND rate_limit_per_day IS NOT DISTINCT FROM CAST(? AS integer))`
 
 func judgedVars(in *Inbox) []any {
-	return []any{in.ID, in.EmailAddress, in.Name, in.RateLimitPerMinute, in.RateLimitPerHour}
+	return []any{in.ID, in.EmailAddress, in.Name, in.RateLimitPerMinute, in.RateLimitPerHour, in.RateLimitPerDay}
 }
 
 // judgedFailed tells why a send judged by copy was not recorded: the inbox
@@ -125,9 +127,9 @@ func (s *Store) Inboxes(ctx context.Context, limit, offset int) ([]Inbox, error)
 type InboxChanges struct {
 	Name *string // nil: unchanged
 	// SetPerMinute writes PerMinute (nil: back to the default); likewise
-	// SetPerHour.
-	SetPerMinute, SetPerHour bool
-	PerMinute, PerHour       *int
+	// SetPerHour and SetPerDay.
+	SetPerMinute, SetPerHour, SetPerDay bool
+	PerMinute, PerHour, PerDay          *int
 }
 
 // UpdateInbox applies ch to inbox id at now and returns the inbox as
@@ -146,6 +148,9 @@ func (s *Store) UpdateInbox(ctx context.Context, id string, ch InboxChanges, now
 	}
 	if ch.SetPerHour {
 		cols["rate_limit_per_hour"] = ch.PerHour
+	}
+	if ch.SetPerDay {
+		cols["rate_limit_per_day"] = ch.PerDay
 	}
 	res := s.db.WithContext(ctx).Model(&Inbox{}).Where("id = ?", id).Updates(cols)
 	if res.Error != nil {

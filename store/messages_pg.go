@@ -46,8 +46,8 @@ const replyThreadCTE = `t AS (UPDATE threads SET last_message_at = GREATEST(last
 
 // slotCTE writes the send's slot in the throttle's log, only if the thread
 // was written (FROM t), like the message.
-const slotCTE = `, l AS (INSERT INTO send_log (id, inbox_id, scope, reserved_at, deadline, counted_at)
-	SELECT ?, ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz) FROM t) `
+const slotCTE = `, l AS (INSERT INTO send_log (id, inbox_id, scope, reserved_at, deadline, counted_at, cost)
+	SELECT ?, ?, ?, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS integer) FROM t) `
 
 // createMessagePostgres writes a message without attachments, with its new
 // thread or moving its existing one, and its slot, in ONE statement. A data-modifying CTE
@@ -74,7 +74,7 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 	sql += " RETURNING id) "
 	if slot != nil {
 		sql += slotCTE
-		vars = append(vars, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline, slot.CountedAt)
+		vars = append(vars, slot.ID, slot.InboxID, slot.Scope, slot.ReservedAt, slot.Deadline, slot.CountedAt, slot.Cost)
 	}
 	sql += messageInsert
 	vars = append(vars, m.ID, m.ThreadID, m.InboxID, m.Direction, m.Status, m.Error,

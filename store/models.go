@@ -35,10 +35,11 @@ type Inbox struct {
 	ID           string `gorm:"primaryKey"`
 	EmailAddress string
 	Name         string
-	// RateLimitPerMinute and RateLimitPerHour override the inbox default
-	// limits: nil is the default, 0 unlimited.
+	// RateLimitPerMinute, RateLimitPerHour and RateLimitPerDay override
+	// the inbox default limits: nil is the default, 0 unlimited.
 	RateLimitPerMinute *int
 	RateLimitPerHour   *int
+	RateLimitPerDay    *int
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 }

@@ -23,6 +23,10 @@ type SendSlot struct {
 	ReservedAt time.Time
 	// Deadline is the latest moment the send can go out.
 	Deadline time.Time
+	// Cost is the units the send takes from the throttle: 1 for a
+	// message, or its unique recipients (THROTTLE_UNIT=recipient). 0 is
+	// written as 1.
+	Cost int
 	// CountedAt is when the send counts against the throttle: when it went
 	// out or may have. Nil while it is in flight.
 	CountedAt *time.Time
@@ -42,7 +46,7 @@ type SendSlot struct {
 func (SendSlot) TableName() string { return "send_log" }
 
 func prepareSlot(sl *SendSlot, m *Message) {
-	sl.ID, sl.InboxID = m.ID, m.InboxID
+	sl.ID, sl.InboxID, sl.Cost = m.ID, m.InboxID, max(sl.Cost, 1)
 	sl.ReservedAt, sl.Deadline = utc(sl.ReservedAt), utc(sl.Deadline)
 	if sl.CountedAt != nil {
 		t := utc(*sl.CountedAt)
@@ -54,6 +58,7 @@ func prepareSlot(sl *SendSlot, m *Message) {
 type CountedSend struct {
 	Scope string // the key of its inbox's windows
 	At    time.Time
+	Cost  int // units
 }
 
 // PendingSend is one send in flight: it counts until Deadline at the
@@ -61,6 +66,7 @@ type CountedSend struct {
 type PendingSend struct {
 	Scope    string
 	Deadline time.Time
+	Cost     int // units
 }
 
 // CountedSends returns, oldest first, the sends counted since since, with
@@ -70,15 +76,16 @@ func (s *Store) CountedSends(ctx context.Context, since time.Time) ([]CountedSen
 	var rows []struct {
 		Scope     string
 		CountedAt time.Time
+		Cost      int
 	}
-	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("scope, counted_at").
+	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("scope, counted_at, cost").
 		Where("counted_at >= ?", utc(since)).Order("counted_at").Find(&rows).Error
 	if err != nil {
 		return nil, wrap(err, "counted sends since %s", since)
 	}
 	out := make([]CountedSend, len(rows))
 	for i, r := range rows {
-		out[i] = CountedSend{Scope: r.Scope, At: r.CountedAt.UTC()}
+		out[i] = CountedSend{Scope: r.Scope, At: r.CountedAt.UTC(), Cost: r.Cost}
 	}
 	return out, nil
 }
@@ -89,15 +96,16 @@ func (s *Store) PendingSends(ctx context.Context, now time.Time) ([]PendingSend,
 	var rows []struct {
 		Scope    string
 		Deadline time.Time
+		Cost     int
 	}
-	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("scope, deadline").
+	err := s.db.WithContext(ctx).Model(&SendSlot{}).Select("scope, deadline, cost").
 		Where("counted_at IS NULL AND deadline > ?", utc(now)).Order("deadline").Find(&rows).Error
 	if err != nil {
 		return nil, wrap(err, "pending sends at %s", now)
 	}
 	out := make([]PendingSend, len(rows))
 	for i, r := range rows {
-		out[i] = PendingSend{Scope: r.Scope, Deadline: r.Deadline.UTC()}
+		out[i] = PendingSend{Scope: r.Scope, Deadline: r.Deadline.UTC(), Cost: r.Cost}
 	}
 	return out, nil
 }

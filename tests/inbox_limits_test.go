@@ -81,13 +81,13 @@ func TestInboxOverrides(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startDefault(t, driver, func(c *config.Config) { c.InboxSendRateLimitPerMinute, c.InboxSendRateLimitPerHour = 5, 50 })
 		a := s.createInbox(t, "a")
-		if rl := s.do(t, "GET", "/v1/inboxes/"+a, nil).JSON(t)["rate_limit"]; fmt.Sprint(rl) != "map[per_hour:<nil> per_minute:<nil>]" {
-			t.Errorf("new inbox rate_limit = %v, want both null (the defaults)", rl)
+		if rl := s.do(t, "GET", "/v1/inboxes/"+a, nil).JSON(t)["rate_limit"]; fmt.Sprint(rl) != "map[per_day:<nil> per_hour:<nil> per_minute:<nil>]" {
+			t.Errorf("new inbox rate_limit = %v, want all null (the defaults)", rl)
 		}
 		r := s.do(t, "PATCH", "/v1/inboxes/"+a, map[string]any{"name": "Sales", "rate_limit": map[string]any{"per_minute": 1}})
 		mustStatus(t, r, http.StatusOK)
 		got := r.JSON(t)
-		if got["name"] != "Sales" || fmt.Sprint(got["rate_limit"]) != "map[per_hour:<nil> per_minute:1]" {
+		if got["name"] != "Sales" || fmt.Sprint(got["rate_limit"]) != "map[per_day:<nil> per_hour:<nil> per_minute:1]" {
 			t.Errorf("after PATCH = %v", got)
 		}
 		if w := s.inboxWindow(t, a, "per_minute"); w["limit"] != float64(1) {
@@ -101,7 +101,7 @@ func TestInboxOverrides(t *testing.T) {
 
 		r = s.do(t, "PATCH", "/v1/inboxes/"+a, map[string]any{"rate_limit": map[string]any{"per_minute": nil}})
 		mustStatus(t, r, http.StatusOK)
-		if rl := r.JSON(t)["rate_limit"]; fmt.Sprint(rl) != "map[per_hour:<nil> per_minute:<nil>]" {
+		if rl := r.JSON(t)["rate_limit"]; fmt.Sprint(rl) != "map[per_day:<nil> per_hour:<nil> per_minute:<nil>]" {
 			t.Errorf("after removing the override: %v", rl)
 		}
 		if r.JSON(t)["name"] != "Sales" {
@@ -116,7 +116,8 @@ func TestInboxOverrides(t *testing.T) {
 			{map[string]any{"email_address": "x@acme.test"}, "email_address"},
 			{map[string]any{"id": "other"}, "id"},
 			{map[string]any{"rate_limit": map[string]any{"per_minute": -1}}, "per_minute"},
-			{map[string]any{"rate_limit": map[string]any{"per_day": 3}}, "per_day"},
+			{map[string]any{"rate_limit": map[string]any{"per_day": -1}}, "per_day"},
+			{map[string]any{"rate_limit": map[string]any{"per_week": 3}}, "per_week"},
 			{map[string]any{"rate_limit": "fast"}, "rate_limit"},
 			{map[string]any{"name": ""}, "name"},
 		} {

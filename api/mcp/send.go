@@ -207,8 +207,11 @@ type rateLimitArgs struct {
 }
 
 type rateLimitResult struct {
+	Unit      string                 `json:"unit" jsonschema:"what the limits count: message, or recipient (each unique to, cc and bcc address)"`
+	PerSecond *api.WindowResponse    `json:"per_second" jsonschema:"every send, in any second"`
 	PerMinute api.WindowResponse     `json:"per_minute" jsonschema:"every send, in any 60 seconds"`
 	PerHour   api.WindowResponse     `json:"per_hour" jsonschema:"every send, in any hour"`
+	PerDay    api.WindowResponse     `json:"per_day" jsonschema:"every send, in any 24 hours"`
 	Inbox     *api.RateLimitResponse `json:"inbox" jsonschema:"the inbox's own windows; null without inbox_id"`
 }
 
@@ -222,10 +225,10 @@ func (s *Server) toolGetRateLimit(ctx context.Context, args api.Args) (rateLimit
 	if err != nil {
 		return rateLimitResult{}, err
 	}
-	g := api.ToRateLimit(snap.Global)
-	out := rateLimitResult{PerMinute: g.PerMinute, PerHour: g.PerHour}
+	g := s.api.ToRateLimit(snap.Global, true)
+	out := rateLimitResult{Unit: g.Unit, PerSecond: g.PerSecond, PerMinute: g.PerMinute, PerHour: g.PerHour, PerDay: g.PerDay}
 	if id != "" {
-		in := api.ToRateLimit(snap.Inbox)
+		in := s.api.ToRateLimit(snap.Inbox, false)
 		out.Inbox = &in
 	}
 	return out, nil

@@ -95,11 +95,16 @@ type Config struct {
 	OutboundDomainAllowlist string `envconfig:"OUTBOUND_DOMAIN_ALLOWLIST"`
 	OutboundDomainBlocklist string `envconfig:"OUTBOUND_DOMAIN_BLOCKLIST"`
 
+	// The global windows, in THROTTLE_UNIT; 0 is unlimited. The second
+	// is SES's maximum send rate, the day a rolling 24 h (SES's quota).
+	SendRateLimitPerSecond int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_SECOND" default:"0"`
 	SendRateLimitPerMinute int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE" default:"0"`
 	SendRateLimitPerHour   int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_HOUR" default:"0"`
+	SendRateLimitPerDay    int `envconfig:"GLOBAL_SEND_RATE_LIMIT_PER_DAY" default:"0"`
 	// Every inbox's own windows, unless it overrides them (PATCH).
 	InboxSendRateLimitPerMinute int `envconfig:"INBOX_SEND_RATE_LIMIT_PER_MINUTE" default:"0"`
 	InboxSendRateLimitPerHour   int `envconfig:"INBOX_SEND_RATE_LIMIT_PER_HOUR" default:"0"`
+	InboxSendRateLimitPerDay    int `envconfig:"INBOX_SEND_RATE_LIMIT_PER_DAY" default:"0"`
 
 	// Retrying temporary provider failures (issue 6): how many retries
 	// after the first attempt, and how long after admission one may start.
@@ -264,10 +269,13 @@ func (c Config) Validate() error {
 		n    int
 		min  int
 	}{
+		{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", c.SendRateLimitPerSecond, 0},
 		{"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE", c.SendRateLimitPerMinute, 0},
 		{"GLOBAL_SEND_RATE_LIMIT_PER_HOUR", c.SendRateLimitPerHour, 0},
+		{"GLOBAL_SEND_RATE_LIMIT_PER_DAY", c.SendRateLimitPerDay, 0},
 		{"INBOX_SEND_RATE_LIMIT_PER_MINUTE", c.InboxSendRateLimitPerMinute, 0},
 		{"INBOX_SEND_RATE_LIMIT_PER_HOUR", c.InboxSendRateLimitPerHour, 0},
+		{"INBOX_SEND_RATE_LIMIT_PER_DAY", c.InboxSendRateLimitPerDay, 0},
 		{"ATTACHMENT_MAX_SIZE_MB", c.AttachmentMaxSizeMB, 1},
 		{"ATTACHMENT_MAX_TOTAL_SIZE_MB", c.AttachmentMaxTotalSizeMB, 1},
 		{"ATTACHMENT_MAX_COUNT", c.AttachmentMaxCount, 0},

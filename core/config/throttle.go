@@ -25,12 +25,20 @@ type Throttle struct {
 	// maxmemory-policy may evict keys: every key evicted is throttle state
 	// lost, rebuilt from the send record, and the operator accepts that.
 	RedisAllowEviction bool `envconfig:"REDIS_ALLOW_EVICTION" default:"false"`
+	// ThrottleUnit is what the limits count: message (each send is 1; the
+	// default) or recipient (each unique to, cc and bcc address, as SES,
+	// Resend and SendGrid count their quotas).
+	ThrottleUnit string `envconfig:"THROTTLE_UNIT" default:"message"`
+	// SESLimitsFromAccount reads GLOBAL_SEND_RATE_LIMIT_PER_SECOND and
+	// _PER_DAY from SES's GetAccount at start and every hour.
+	SESLimitsFromAccount bool `envconfig:"SES_LIMITS_FROM_ACCOUNT" default:"false"`
 }
 
 func (t *Throttle) normalize() {
 	t.ThrottleBackend = strings.ToLower(strings.TrimSpace(t.ThrottleBackend))
 	t.ThrottleFail = strings.ToLower(strings.TrimSpace(t.ThrottleFail))
 	t.RedisURL = strings.TrimSpace(t.RedisURL)
+	t.ThrottleUnit = strings.ToLower(strings.TrimSpace(t.ThrottleUnit))
 }
 
 // SharedThrottle reports a throttle that several servers share.
@@ -67,6 +75,33 @@ func (c Config) validateThrottle() []error {
 	case "", "closed", "open":
 	default:
 		bad("THROTTLE_FAIL", "unknown policy %q (want closed or open)", c.ThrottleFail)
+	}
+	switch c.ThrottleUnit {
+	case "", "message", "recipient":
+	default:
+		bad("THROTTLE_UNIT", "unknown unit %q (want message or recipient)", c.ThrottleUnit)
+	}
+	if c.SESLimitsFromAccount && c.EmailProvider != "ses" {
+		bad("SES_LIMITS_FROM_ACCOUNT", "reads the limits of the SES account EMAIL_PROVIDER=ses sends through (EMAIL_PROVIDER is %q)", c.EmailProvider)
+	}
+	// The shared backends keep the minute and the hour, counted in
+	// messages; a window or a unit they would ignore is refused rather
+	// than silently not kept.
+	if c.SharedThrottle() {
+		for _, v := range []struct {
+			name string
+			set  bool
+		}{
+			{"THROTTLE_UNIT", c.ThrottleUnit == "recipient"},
+			{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", c.SendRateLimitPerSecond != 0},
+			{"GLOBAL_SEND_RATE_LIMIT_PER_DAY", c.SendRateLimitPerDay != 0},
+			{"INBOX_SEND_RATE_LIMIT_PER_DAY", c.InboxSendRateLimitPerDay != 0},
+			{"SES_LIMITS_FROM_ACCOUNT", c.SESLimitsFromAccount},
+		} {
+			if v.set {
+				bad(v.name, "is kept by THROTTLE_BACKEND=memory only for now; the %s backend keeps per-minute and per-hour windows of messages", c.ThrottleBackend)
+			}
+		}
 	}
 	return errs
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/nornweave/nornweave/skuld/hold"
 	"github.com/nornweave/nornweave/skuld/outbox"
 	"github.com/nornweave/nornweave/skuld/render"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -46,6 +47,7 @@ type App struct {
 	backend  *sharedBackend    // what the server reads of its backend beside the throttle
 	watcher  *watcher
 	throttle *throttleParts
+	unit     throttle.Unit // what a send costs (THROTTLE_UNIT)
 	budget   skuld.Budget
 	sender   *skuld.Sender
 	queue    *hold.Queue // dispatches held (scheduled and queued) messages
@@ -133,6 +135,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
+	if a.unit, err = throttle.ParseUnit(cfg.ThrottleUnit); err != nil {
+		a.closeAll()
+		return nil, err
+	}
 	if a.backend, err = backendOf(ctx, cfg, st, logger); err != nil {
 		logger.Error("refusing to start", slog.Any("error", err))
 		a.closeAll()
@@ -190,7 +196,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		return nil, err
 	}
 	a.bouncePoller = poller
-	so := skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle,
+	so := skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle, Unit: a.unit,
 		Filter: policy, Logger: logger, Clock: a.clock, Observer: a.metrics,
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
 		Hold: &skuld.Hold{Store: st, Jobs: a.queue}}
@@ -215,7 +221,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	}
 	a.api = api.New(api.Options{
 		Webhooks: a.hooks, HooksOut: a.hooksOut, RespondAsync: cfg.SendRespondAsync,
-		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
+		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Unit: a.unit, SharedThrottle: cfg.SharedThrottle(), Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AllowedHosts:           cfg.AllowedHostList(),

@@ -9,6 +9,7 @@ import (
 	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/internal/metrics"
+	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -27,8 +28,8 @@ const (
 )
 
 // sendLogKeep is how long a counted send is kept in the throttle's log:
-// longer than the hour window plus its bucket, which a restart reads back.
-const sendLogKeep = 62 * time.Minute
+// longer than the day window plus its bucket, which a restart reads back.
+const sendLogKeep = throttle.Longest + time.Minute
 
 // expiredGrace is how long past its deadline a send in flight is left to
 // its server before the janitor resolves it: the servers' wall clocks may

@@ -59,8 +59,7 @@ var benchLayers string
 // moved to it.
 func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, c clock.Clock, rebuild bool,
 	logger *slog.Logger) (*throttleParts, error) {
-	global := throttle.Limits{PerMinute: cfg.SendRateLimitPerMinute, PerHour: cfg.SendRateLimitPerHour}
-	inbox := throttle.Limits{PerMinute: cfg.InboxSendRateLimitPerMinute, PerHour: cfg.InboxSendRateLimitPerHour}
+	global, inbox := configLimits(cfg)
 	t := &throttleParts{backend: cfg.ThrottleBackend}
 	if !cfg.SharedThrottle() {
 		t.backend = "memory"
@@ -109,6 +108,14 @@ func newThrottle(ctx context.Context, cfg config.Config, st *store.Store, c cloc
 	}
 	logger.Info("throttle shared", slog.String("backend", cfg.ThrottleBackend), slog.String("throttle_fail", cfg.ThrottleFail))
 	return t, nil
+}
+
+// configLimits are the configuration's global limits and inbox defaults.
+func configLimits(cfg config.Config) (global, inbox throttle.Limits) {
+	return throttle.Limits{PerSecond: cfg.SendRateLimitPerSecond, PerMinute: cfg.SendRateLimitPerMinute,
+			PerHour: cfg.SendRateLimitPerHour, PerDay: cfg.SendRateLimitPerDay},
+		throttle.Limits{PerMinute: cfg.InboxSendRateLimitPerMinute, PerHour: cfg.InboxSendRateLimitPerHour,
+			PerDay: cfg.InboxSendRateLimitPerDay}
 }
 
 // SetLimits changes the limits of the running throttle.

@@ -60,6 +60,7 @@ func (d *dispatcher) claimAndSend(ctx context.Context, m *store.Message, inbox *
 	var (
 		blocked    *skuld.BlockedError
 		suppressed *skuld.SuppressedError
+		tooLarge   *throttle.TooLargeError
 		rl         *throttle.RateLimitedError
 	)
 	switch {
@@ -70,6 +71,11 @@ func (d *dispatcher) claimAndSend(ctx context.Context, m *store.Message, inbox *
 		// A recipient was suppressed (a bounce, a complaint) while the
 		// message waited: it fails, with the code a send is refused with.
 		_, err := d.store.FailHeld(ctx, m, skuld.SuppressedCode+": "+suppressed.Error())
+		return attempt{done: true}, ignoreNotHeld(err)
+	case errors.As(err, &tooLarge):
+		// A limit was lowered below its recipients while it waited: no
+		// wait would admit it.
+		_, err := d.store.FailHeld(ctx, m, skuld.TooManyRecipientsCode+": "+tooLarge.Error())
 		return attempt{done: true}, ignoreNotHeld(err)
 	case errors.Is(err, skuld.ErrShuttingDown):
 		return attempt{unavailable: true}, nil // taken up again by the next start

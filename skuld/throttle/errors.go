@@ -25,20 +25,25 @@ type RateLimitedError struct {
 	// the server holds waits this long, not RetryAfter, which assumes the
 	// worst of every send in flight.
 	RoomAfter time.Duration
-	// Violations lists the full windows in the order of Windows.
+	// Violations lists the windows without room for the send, in the
+	// order of Windows.
 	Violations []Violation
+	// Cost is the units the send asked for: 1 for a message, or its
+	// recipients.
+	Cost int
 	// Snapshot is the windows the refusal was judged on, for the
 	// rate-limit headers of the answer: every window that applies, not
 	// only the full ones.
 	Snapshot Snapshot
 }
 
-// Violation is one full window at the moment of a refusal.
+// Violation is one window without room for the send at the moment of a
+// refusal.
 type Violation struct {
 	Window     Window
 	Count      int // committed and in flight
 	Limit      int
-	RetryAfter time.Duration // when this window has room again
+	RetryAfter time.Duration // when this window has room for the whole send
 }
 
 // Error returns the sentence clients read, e.g.
@@ -57,9 +62,27 @@ func (e *RateLimitedError) Error() string {
 				v.Window, v.Limit, v.Limit, v.Count)
 			continue
 		}
+		if e.Cost > 1 {
+			fmt.Fprintf(&b, "%s limit reached (%d/%d; this send needs %d)", v.Window, v.Count, v.Limit, e.Cost)
+			continue
+		}
 		fmt.Fprintf(&b, "%s limit reached (%d/%d)", v.Window, v.Count, v.Limit)
 	}
 	return b.String()
+}
+
+// TooLargeError is a send whose cost is above a window's limit: no wait
+// would admit it, so it is refused for good rather than told to retry.
+type TooLargeError struct {
+	Window Window
+	Limit  int
+	Cost   int // the send's units
+}
+
+// Error names the window, its limit and the cost, e.g. "a send to 11
+// recipients is more than the per-minute limit of 10".
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("a send to %d recipients is more than the %s limit of %d", e.Cost, e.Window, e.Limit)
 }
 
 // RetryAfterSeconds returns RetryAfter in whole seconds, for the

@@ -7,7 +7,7 @@ import "time"
 
 // newLimiter returns a limiter with global limits and no inbox defaults.
 func newLimiter(perMinute, perHour int) *GlobalRateLimiter {
-	return NewGlobalRateLimiter(Limits{perMinute, perHour}, Limits{})
+	return NewGlobalRateLimiter(Limits{PerMinute: perMinute, PerHour: perHour}, Limits{})
 }
 
 // reserve admits a send with no inbox.
@@ -16,17 +16,19 @@ func (l *GlobalRateLimiter) reserve(now, lease time.Duration) (Reservation, erro
 }
 
 // state reports the global windows.
-func (l *GlobalRateLimiter) state(now time.Duration) Pair { return l.State(now, "", Override{}).Global }
+func (l *GlobalRateLimiter) state(now time.Duration) ScopeState {
+	return l.State(now, "", Override{}).Global
+}
 
 // inboxState reports an inbox's windows.
-func (l *GlobalRateLimiter) inboxState(now time.Duration, inbox string, o Override) Pair {
+func (l *GlobalRateLimiter) inboxState(now time.Duration, inbox string, o Override) ScopeState {
 	return l.State(now, inbox, o).Inbox
 }
 
 // setInboxDefaults keeps the global limits and sets the inbox defaults.
 func (l *GlobalRateLimiter) setInboxDefaults(perMinute, perHour int) {
 	g, _ := l.Limits()
-	l.SetLimits(g, Limits{perMinute, perHour})
+	l.SetLimits(g, Limits{PerMinute: perMinute, PerHour: perHour})
 }
 
 // names returns the windows' names.

@@ -44,11 +44,25 @@ type GlobalRateLimiter struct {
 	nextSweep    int64
 }
 
-// Limits are a scope's two limits; 0 means unlimited.
-type Limits struct{ PerMinute, PerHour int }
+// Limits are a scope's limits, in units (a message, or a recipient); 0
+// means unlimited. An inbox's PerSecond is never used.
+type Limits struct{ PerSecond, PerMinute, PerHour, PerDay int }
+
+// of is the limit of the window of span sp.
+func (lim Limits) of(sp Span) int {
+	switch sp {
+	case Second:
+		return lim.PerSecond
+	case Minute:
+		return lim.PerMinute
+	case Hour:
+		return lim.PerHour
+	}
+	return lim.PerDay
+}
 
 // Override is an inbox's own limits; a nil field means the default.
-type Override struct{ PerMinute, PerHour *int }
+type Override struct{ PerMinute, PerHour, PerDay *int }
 
 // Apply returns lim with o's fields in place of its own.
 func (o Override) Apply(lim Limits) Limits {
@@ -58,12 +72,15 @@ func (o Override) Apply(lim Limits) Limits {
 	if o.PerHour != nil {
 		lim.PerHour = *o.PerHour
 	}
+	if o.PerDay != nil {
+		lim.PerDay = *o.PerDay
+	}
 	return lim
 }
 
 // idleAfter is how long an inbox's windows outlive its last send: past the
-// hour window and its last bucket, they count nothing.
-const idleAfter = int64(61 * time.Minute)
+// day window and its last bucket, they count nothing.
+const idleAfter = int64(Longest)
 
 // NewGlobalRateLimiter returns a limiter with the global limits and the
 // inbox defaults. It panics on a negative limit, which configuration
@@ -77,8 +94,8 @@ func NewGlobalRateLimiter(global, inboxDefault Limits) *GlobalRateLimiter {
 }
 
 func mustNotBeNegative(lim Limits) {
-	if lim.PerMinute < 0 || lim.PerHour < 0 {
-		panic(fmt.Sprintf("throttle: negative rate limit (per minute %d, per hour %d)", lim.PerMinute, lim.PerHour))
+	if lim.PerSecond < 0 || lim.PerMinute < 0 || lim.PerHour < 0 || lim.PerDay < 0 {
+		panic(fmt.Sprintf("throttle: negative rate limit %+v", lim))
 	}
 }
 
@@ -98,36 +115,47 @@ func (l *GlobalRateLimiter) SetLimits(global, inboxDefault Limits) {
 func (l *GlobalRateLimiter) Limits() (global, inboxDefault Limits) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Limits{l.global.minute.limit, l.global.hour.limit}, l.inboxDefault
+	return l.global.limits(), l.inboxDefault
 }
 
-// Reserve admits one send from inbox (with its override o; "" for a send
-// with no inbox) at now if the global windows and the inbox's windows all
-// have room, counting committed sends and reservations in flight. lease is
-// the longest the send may take: it will be committed or released by
-// now+lease at the latest, and Retry-After assumes it commits then. On
-// refusal it returns a *RateLimitedError naming every full window, and
-// reserves nothing in any.
+// Reserve admits one unit from inbox: ReserveN with n = 1.
 func (l *GlobalRateLimiter) Reserve(now, lease time.Duration, inbox string, o Override) (Reservation, error) {
-	t := int64(now)
+	return l.ReserveN(now, lease, inbox, o, 1)
+}
+
+// ReserveN admits a send of n units (a message, or its recipients; below 1
+// counts as 1) from inbox (with its override o; "" for a send with no
+// inbox) at now if the global windows and the inbox's windows all have
+// room for all n, counting committed sends and reservations in flight.
+// lease is the longest the send may take: it will be committed or released
+// by now+lease at the latest, and Retry-After assumes it commits then. On
+// refusal it returns a *RateLimitedError naming every window without room,
+// with the wait until room for all n, or a *TooLargeError if n is above a
+// window's limit, and reserves nothing in any.
+func (l *GlobalRateLimiter) ReserveN(now, lease time.Duration, inbox string, o Override, n int) (Reservation, error) {
+	t, n := int64(now), max(n, 1)
 	l.mu.Lock()
 	l.sweep(t)
 	in := l.inbox(inbox, o, t)
+	if err := tooLarge(n, &l.global, in); err != nil {
+		l.mu.Unlock()
+		return Reservation{}, err
+	}
 	l.global.advance(t)
-	full := [2][2]bool{l.global.full()}
+	lacks := [2][numSpans]bool{l.global.lacks(n)}
 	if in != nil {
 		in.advance(t)
-		full[1] = in.full()
+		lacks[1] = in.lacks(n)
 	}
-	if full != [2][2]bool{} {
-		err := refusal(t, &l.global, in, full)
+	if lacks != [2][numSpans]bool{} {
+		err := refusal(t, n, &l.global, in, lacks)
 		l.mu.Unlock()
 		return Reservation{}, err
 	}
 	deadline := t + int64(max(lease, 0))
-	r := Reservation{l: l, global: l.global.take(deadline, t)}
+	r := Reservation{l: l, n: n, global: l.global.take(deadline, t, n)}
 	if in != nil {
-		r.inbox, r.inboxScope = in.take(deadline, t), in
+		r.inbox, r.inboxScope = in.take(deadline, t, n), in
 	}
 	l.mu.Unlock()
 	return r, nil
@@ -158,24 +186,24 @@ func (l *GlobalRateLimiter) sweep(t int64) {
 	}
 	l.nextSweep = t + int64(time.Minute)
 	for id, s := range l.inboxes {
-		if s.minute.inFlight == 0 && t-s.last > idleAfter {
+		if s.inFlight() == 0 && t-s.last > idleAfter {
 			delete(l.inboxes, id)
 		}
 	}
 }
 
-// Restore counts a send from inbox ("" for none) that went out, or may
-// have, at t, so that the windows rebuilt from the database at start-up
-// keep the promise across a restart. t is on the same monotonic axis as now
-// (see clock.MonoAt) and may be negative. Times already outside the window
-// are ignored.
-func (l *GlobalRateLimiter) Restore(t time.Duration, inbox string) {
-	ns := int64(t)
+// Restore counts a send of n units from inbox ("" for none) that went
+// out, or may have, at t, so that the windows rebuilt from the database at
+// start-up keep the promise across a restart. t is on the same monotonic
+// axis as now (see clock.MonoAt) and may be negative. Times already
+// outside the window are ignored.
+func (l *GlobalRateLimiter) Restore(t time.Duration, inbox string, n int) {
+	ns, n := int64(t), max(n, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.global.count(ns)
+	l.global.count(ns, n)
 	if s := l.inbox(inbox, Override{}, ns); s != nil {
-		s.count(ns)
+		s.count(ns, n)
 	}
 }
 
@@ -207,12 +235,13 @@ func (l *GlobalRateLimiter) State(now time.Duration, inbox string, o Override) S
 // does nothing.
 type Reservation struct {
 	l             *GlobalRateLimiter
+	n             int // units
 	global, inbox flight
 	inboxScope    *scope // nil without an inbox
 }
 
-// Commit records that the send went out, or may have: it counts at now in
-// every window it was admitted by and is no longer in flight.
+// Commit records that the send went out, or may have: its units count at
+// now in every window it was admitted by and are no longer in flight.
 func (r Reservation) Commit(now time.Duration) {
 	if r.l == nil {
 		return
@@ -220,9 +249,9 @@ func (r Reservation) Commit(now time.Duration) {
 	t := int64(now)
 	r.l.mu.Lock()
 	r.l.settle(r)
-	r.l.global.count(t)
+	r.l.global.count(t, r.n)
 	if r.inboxScope != nil {
-		r.inboxScope.count(t)
+		r.inboxScope.count(t, r.n)
 	}
 	r.l.mu.Unlock()
 }

@@ -79,8 +79,8 @@ func TestBothInboxWindowsFull(t *testing.T) {
 	}
 }
 
-// TestIdleInboxWindowsAreDropped: the windows of an inbox idle for more than
-// the hour are dropped and come back empty; an inbox with a send in flight
+// TestIdleInboxWindowsAreDropped: the windows of an inbox idle for longer
+// than the day window and its last bucket are dropped and come back empty; an inbox with a send in flight
 // is never dropped.
 func TestIdleInboxWindowsAreDropped(t *testing.T) {
 	l := newLimiter(0, 0)
@@ -88,14 +88,14 @@ func TestIdleInboxWindowsAreDropped(t *testing.T) {
 	r, _ := reserveInbox(t, l, at(0), "idle", Override{})
 	r.Commit(at(0))
 	busy, _ := reserveInbox(t, l, at(0), "busy", Override{}) // in flight for ever
-	later := at(62 * time.Minute)
+	later := at(Longest + time.Minute)
 	reserveInbox(t, l, later, "other", Override{}) // a send sweeps
 	l.mu.Lock()
 	_, idleKept := l.inboxes["idle"]
 	_, busyKept := l.inboxes["busy"]
 	l.mu.Unlock()
 	if idleKept || !busyKept {
-		t.Errorf("after an hour idle: idle kept %v (want false), busy kept %v (want true)", idleKept, busyKept)
+		t.Errorf("after a day idle: idle kept %v (want false), busy kept %v (want true)", idleKept, busyKept)
 	}
 	if st := l.inboxState(later, "idle", Override{}); st.PerMinute.Used != 0 || st.PerHour.Used != 0 || st.PerHour.Limit != 100 {
 		t.Errorf("dropped inbox state = %+v, want empty with its limits", st)

@@ -56,7 +56,7 @@ func TestRefusalBindingWindow(t *testing.T) {
 func TestRefusalWordsALoweredLimit(t *testing.T) {
 	l := newLimiter(2, 0)
 	for range 5 {
-		l.Restore(at(0), "")
+		l.Restore(at(0), "", 1)
 	}
 	_, err := l.reserve(at(sec(1)), 0)
 	want := "Rate limit exceeded: per-minute limit reached (2/2; 5 sends from before the limit was lowered still count)"

@@ -163,7 +163,7 @@ func TestLimiterRetryAfter(t *testing.T) {
 			l := newLimiter(tt.perMinute, tt.perHour)
 			// Over-full windows (more sends than the limit) come from Restore.
 			for _, s := range tt.sends {
-				l.Restore(at(s), "")
+				l.Restore(at(s), "", 1)
 			}
 			for range tt.inFlight {
 				if _, err := l.reserve(at(tt.probeAt), 0); err != nil {
@@ -251,10 +251,10 @@ func TestLimiterSettleTwicePanics(t *testing.T) {
 
 func TestLimiterRestore(t *testing.T) {
 	l := newLimiter(2, 3)
-	l.Restore(at(-2*time.Hour), "")    // older than both windows
-	l.Restore(at(-30*time.Minute), "") // inside the hour only
-	l.Restore(at(sec(-30)), "")        // inside both
-	l.Restore(at(-90*time.Minute), "") // stale by then: ignored
+	l.Restore(at(-2*time.Hour), "", 1)    // older than both windows
+	l.Restore(at(-30*time.Minute), "", 1) // inside the hour only
+	l.Restore(at(sec(-30)), "", 1)        // inside both
+	l.Restore(at(-90*time.Minute), "", 1) // stale by then: ignored
 	st := l.state(at(0))
 	if st.PerMinute.Used != 1 || st.PerHour.Used != 2 {
 		t.Errorf("after Restore: got minute used %d, hour used %d; want 1 and 2", st.PerMinute.Used, st.PerHour.Used)
@@ -277,10 +277,10 @@ func TestLimiterState(t *testing.T) {
 		got  WindowState
 		want WindowState
 	}{
-		{"minute", l.state(at(sec(20))).PerMinute, WindowState{Limit: 5, Used: 2, InFlight: 1, Remaining: 2, ResetSeconds: 41}},
+		{"minute", l.state(at(sec(20))).PerMinute, WindowState{Window: GlobalMinute, Limit: 5, Used: 2, InFlight: 1, Remaining: 2, ResetSeconds: 41}},
 		{"hour", l.state(at(sec(20))).PerHour, WindowState{Window: GlobalHour, Limit: 100, Used: 2, InFlight: 1, Remaining: 97, ResetSeconds: 3640}},
-		{"minute after the first left", l.state(at(sec(61))).PerMinute, WindowState{Limit: 5, Used: 1, InFlight: 1, Remaining: 3, ResetSeconds: 10}},
-		{"empty minute", l.state(at(sec(200))).PerMinute, WindowState{Limit: 5, InFlight: 1, Remaining: 4}},
+		{"minute after the first left", l.state(at(sec(61))).PerMinute, WindowState{Window: GlobalMinute, Limit: 5, Used: 1, InFlight: 1, Remaining: 3, ResetSeconds: 10}},
+		{"empty minute", l.state(at(sec(200))).PerMinute, WindowState{Window: GlobalMinute, Limit: 5, InFlight: 1, Remaining: 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,7 +294,7 @@ func TestLimiterState(t *testing.T) {
 		l := newLimiter(2, 0)
 		send(t, l, at(0))
 		send(t, l, at(sec(30)))
-		want := WindowState{Limit: 2, Used: 2, ResetSeconds: 21}
+		want := WindowState{Window: GlobalMinute, Limit: 2, Used: 2, ResetSeconds: 21}
 		if got := l.state(at(sec(40))).PerMinute; got != want {
 			t.Errorf("got %+v, want %+v", got, want)
 		}
@@ -302,7 +302,7 @@ func TestLimiterState(t *testing.T) {
 	t.Run("unlimited", func(t *testing.T) {
 		l := newLimiter(0, 0)
 		send(t, l, at(0))
-		want := WindowState{Used: 1, ResetSeconds: 61}
+		want := WindowState{Window: GlobalMinute, Used: 1, ResetSeconds: 61}
 		if got := l.state(at(0)).PerMinute; got != want {
 			t.Errorf("got %+v, want %+v", got, want)
 		}

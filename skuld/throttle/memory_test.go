@@ -25,6 +25,7 @@ func TestMemoryConformance(t *testing.T) {
 				return throttle.NewMemory(l, clock)
 			},
 			Advance: clock.Advance,
+			Units:   true,
 		}
 	})
 }

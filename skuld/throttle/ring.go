@@ -2,19 +2,18 @@ package throttle
 
 import "time"
 
-// ringSize is the number of buckets a ring keeps. A bucket counts until all
-// of it is older than the window, so at any instant 61 buckets are alive (the
-// 60 whole widths of the window plus the partly expired oldest one). 61 does
-// not fit in 60 slots; 64 is the next power of two, which makes the slot of
-// bucket b a mask instead of a division.
-const ringSize = 64
-
 // ring is one sliding window: a ring of buckets of committed sends plus a
 // count of reservations in flight. Bucket b covers [b*width, (b+1)*width) in
 // nanoseconds and counts until (b+1)*width+span <= now. This is the window
 // rule; the shared backends' SQL and Lua admit by the same one, and their
 // state is read back into rings, so every number a client sees comes from
 // here.
+//
+// A bucket counts until all of it is older than the window, so at any
+// instant span/width+1 buckets are alive (61 for the minute: its 60 whole
+// widths plus the partly expired oldest one). The ring has the next power
+// of two of slots (see spanOf), which makes the slot of bucket b a mask
+// instead of a division.
 type ring struct {
 	limit    int
 	width    int64 // bucket width, ns
@@ -23,7 +22,7 @@ type ring struct {
 	next     int64 // when lo next moves: expiry(lo)
 	used     int   // sum of the live slots' counts
 	inFlight int
-	slots    [ringSize]slot
+	slots    []slot
 }
 
 // slot holds one bucket. A slot whose idx is below lo is stale and is reused
@@ -37,6 +36,7 @@ func (w *ring) init(limit int, s Span) {
 	w.limit = limit
 	w.width = int64(s.bucket())
 	w.span = int64(s.Duration())
+	w.slots = make([]slot, spanOf[s].ring)
 	w.lo = -1 << 63
 	w.next = -1 << 63 // the first call sets lo
 }
@@ -63,14 +63,15 @@ func (w *ring) advance(now int64) {
 // now's (a shared backend's clock stepped back since it was written) counts
 // as now's: the sends in it were made no later than now in real time, so
 // they still leave no sooner than they should. Live buckets span
-// [lo, lo+60], fewer than ringSize, so a slot holding another bucket is
-// always a stale one whose count advance has already dropped.
+// [lo, lo+span/width], fewer than the ring's slots, so a slot holding
+// another bucket is always a stale one whose count advance has already
+// dropped.
 func (w *ring) add(now, b int64, n int) {
 	b = min(b, floorDiv(now, w.width))
 	if b < w.lo || n <= 0 {
 		return // already wholly outside the window
 	}
-	s := &w.slots[b&(ringSize-1)]
+	s := &w.slots[b&int64(len(w.slots)-1)]
 	if s.idx != b {
 		s.idx, s.count = b, 0
 	}
@@ -89,20 +90,20 @@ func (w *ring) lacks(n int) bool { return w.limit > 0 && w.counted()+n > w.limit
 func (w *ring) expiry(b int64) int64 { return (b+1)*w.width + w.span }
 
 // wait returns the nanoseconds from now until need counted sends have left
-// the window, oldest first. late holds, ascending, the moment each send in
-// flight commits at the latest; it is assumed to commit then and to leave
-// with that moment's bucket.
-func (w *ring) wait(now int64, need int, late []int64) int64 {
+// the window, oldest first. late holds, ascending, the moment each
+// reservation in flight commits at the latest, with its weight; it is
+// assumed to commit then and to leave with that moment's bucket.
+func (w *ring) wait(now int64, need int, late []lateSend) int64 {
 	freed, i := 0, 0
-	for b := w.lo; b < w.lo+ringSize; b++ {
-		s := &w.slots[b&(ringSize-1)]
+	for b := w.lo; b < w.lo+int64(len(w.slots)); b++ {
+		s := &w.slots[b&int64(len(w.slots)-1)]
 		if s.idx != b || s.count == 0 {
 			continue
 		}
 		// In-flight sends that leave before this bucket do so first.
-		for ; i < len(late) && w.expiry(floorDiv(late[i], w.width)) <= w.expiry(b); i++ {
-			if freed++; freed >= need {
-				return w.expiry(floorDiv(late[i], w.width)) - now
+		for ; i < len(late) && w.expiry(floorDiv(late[i].at, w.width)) <= w.expiry(b); i++ {
+			if freed += late[i].n; freed >= need {
+				return w.expiry(floorDiv(late[i].at, w.width)) - now
 			}
 		}
 		if freed += s.count; freed >= need {
@@ -110,38 +111,39 @@ func (w *ring) wait(now int64, need int, late []int64) int64 {
 		}
 	}
 	for ; i < len(late); i++ {
-		if freed++; freed >= need {
-			return w.expiry(floorDiv(late[i], w.width)) - now
+		if freed += late[i].n; freed >= need {
+			return w.expiry(floorDiv(late[i].at, w.width)) - now
 		}
 	}
 	return 0 // fewer counted than need: nothing to wait for
 }
 
-// retryAfter is wait for a full window: enough sends must leave to bring
-// the count below the limit.
-func (w *ring) retryAfter(now int64, late []int64) int64 {
-	return w.wait(now, w.counted()-w.limit+1, late)
+// retryAfter is wait for a window without room for n: enough sends must
+// leave to bring the count to limit-n.
+func (w *ring) retryAfter(now int64, n int, late []lateSend) int64 {
+	return w.wait(now, w.counted()+n-w.limit, late)
 }
 
-// roomAfter is the nanoseconds from now until a full window may have room:
-// until enough committed sends have left it, if every send in flight were
-// given back at once; 0 if giving them back would be enough.
-func (w *ring) roomAfter(now int64) int64 {
-	need := w.used - w.limit + 1
+// roomAfter is the nanoseconds from now until a window without room for n
+// may have it: until enough committed sends have left it, if every send
+// in flight were given back at once; 0 if giving them back would be
+// enough.
+func (w *ring) roomAfter(now int64, n int) int64 {
+	need := w.used + n - w.limit
 	if need <= 0 {
 		return 0
 	}
 	return w.wait(now, need, nil)
 }
 
-func (w *ring) state(now int64, late []int64, win Window) WindowState {
+func (w *ring) state(now int64, late []lateSend, win Window) WindowState {
 	st := WindowState{Window: win, Limit: w.limit, Used: w.used, InFlight: w.inFlight}
 	if w.limit > 0 {
 		st.Remaining = max(0, w.limit-w.counted())
 	}
 	switch {
 	case w.full():
-		st.ResetSeconds = ceilSeconds(w.retryAfter(now, late))
+		st.ResetSeconds = ceilSeconds(w.retryAfter(now, 1, late))
 	case w.used > 0:
 		st.ResetSeconds = ceilSeconds(w.wait(now, 1, late[:0]))
 	}

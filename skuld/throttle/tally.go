@@ -1,6 +1,6 @@
 package throttle
 
-// A Tally is one scope's two windows (the global ones, or one inbox's)
+// A Tally is one scope's windows (the global ones, or one inbox's)
 // rebuilt from a shared backend's raw state: the buckets it counted and
 // the reservations it holds. A shared throttle reads the backend back into
 // tallies so that the window rule, Retry-After, RoomAfter and the headers
@@ -23,28 +23,22 @@ func (t *Tally) SetLimits(lim Limits) { t.s.setLimits(lim) }
 // Add counts n sends in bucket b of the window of span sp (1 s buckets
 // for Minute, 1 min for Hour), read at now. A bucket already wholly
 // outside the window counts nothing; one after now's counts as now's.
-func (t *Tally) Add(sp Span, now, b int64, n int) {
-	if sp == Hour {
-		t.s.hour.add(now, b, n)
-		return
-	}
-	t.s.minute.add(now, b, n)
-}
+func (t *Tally) Add(sp Span, now, b int64, n int) { t.s.rings[sp].add(now, b, n) }
 
-// CountAt counts one send made at at, read at now, in both windows.
-func (t *Tally) CountAt(at, now int64) { t.s.countAt(at, now) }
+// CountAt counts one send made at at, read at now, in every window.
+func (t *Tally) CountAt(at, now int64) { t.s.countAt(at, now, 1) }
 
 // Take puts one slot in flight until deadline, taken at now: it counts in
-// both windows, and a refusal's Retry-After assumes it commits at deadline.
-func (t *Tally) Take(deadline, now int64) { t.s.take(deadline, now) }
+// every window, and a refusal's Retry-After assumes it commits at deadline.
+func (t *Tally) Take(deadline, now int64) { t.s.take(deadline, now, 1) }
 
 // Lacks reports whether a limited window has no room for n more sends.
-func (t *Tally) Lacks(n int) bool { return t.s.lacks(n) != [2]bool{} }
+func (t *Tally) Lacks(n int) bool { return t.s.lacks(n) != [numSpans]bool{} }
 
 // Near reports a limited window at 80% or more of its limit.
 func (t *Tally) Near() bool {
-	for _, r := range [2]*ring{&t.s.minute, &t.s.hour} {
-		if r.limit > 0 && 5*r.counted() >= 4*r.limit {
+	for sp := range t.s.rings {
+		if r := &t.s.rings[sp]; r.limit > 0 && 5*r.counted() >= 4*r.limit {
 			return true
 		}
 	}
@@ -55,32 +49,26 @@ func (t *Tally) Near() bool {
 // neither is limited.
 func (t *Tally) Room() int {
 	room := -1
-	for _, r := range [2]*ring{&t.s.minute, &t.s.hour} {
-		if r.limit > 0 && (room < 0 || r.limit-r.counted() < room) {
+	for sp := range t.s.rings {
+		if r := &t.s.rings[sp]; r.limit > 0 && (room < 0 || r.limit-r.counted() < room) {
 			room = max(r.limit-r.counted(), 0)
 		}
 	}
 	return room
 }
 
-// State reports the two windows at now, as windows of scope sc.
-func (t *Tally) State(now int64, sc Scope) Pair { return t.s.state(now, sc) }
+// State reports the windows at now, as windows of scope sc.
+func (t *Tally) State(now int64, sc Scope) ScopeState { return t.s.state(now, sc) }
 
 // Refusal is the error of an admission refused at now by the full windows
 // of global and of inbox (nil for none), with every number taken from
 // them, as the limiter's own refusal is built.
 func Refusal(now int64, global, inbox *Tally) *RateLimitedError {
-	full := [2][2]bool{global.s.full()}
+	lacks := [2][numSpans]bool{global.s.lacks(1)}
 	var in *scope
 	if inbox != nil {
 		in = &inbox.s
-		full[1] = in.full()
+		lacks[1] = in.lacks(1)
 	}
-	return refusal(now, &global.s, in, full)
-}
-
-// countAt counts one send made at at, read at now.
-func (s *scope) countAt(at, now int64) {
-	s.minute.add(now, floorDiv(at, s.minute.width), 1)
-	s.hour.add(now, floorDiv(at, s.hour.width), 1)
+	return refusal(now, 1, &global.s, in, lacks)
 }

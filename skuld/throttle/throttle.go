@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/nornweave/nornweave/core/clock"
@@ -47,6 +48,9 @@ type Request struct {
 	// Lease is the longest the send may take: it is committed or released
 	// by then, and Retry-After assumes it commits at that moment.
 	Lease time.Duration
+	// Cost is the units the send takes from every window, all or none: 1
+	// (or 0) for a message, its unique recipients under UnitRecipient.
+	Cost int
 }
 
 // A Ticket is one admitted send, in flight until Commit or Release; exactly
@@ -76,7 +80,7 @@ func (m *Memory) Reserve(ctx context.Context, r Request) (Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res, err := m.l.Reserve(m.c.Mono(), r.Lease, r.Inbox, r.Override)
+	res, err := m.l.ReserveN(m.c.Mono(), r.Lease, r.Inbox, r.Override, r.Cost)
 	if err != nil {
 		return nil, err
 	}
@@ -112,3 +116,34 @@ func (t *memTicket) Release(context.Context) (Snapshot, error) {
 // SetLimits changes the global limits and the inbox defaults from the next
 // admission on (see GlobalRateLimiter.SetLimits).
 func (m *Memory) SetLimits(global, inboxDefault Limits) { m.l.SetLimits(global, inboxDefault) }
+
+// Unit is what a throttle's limits count: each message as 1 (the
+// default), or each unique recipient of it (to, cc and bcc), as Amazon SES,
+// Resend and SendGrid count their quotas.
+type Unit uint8
+
+// The units (THROTTLE_UNIT).
+const (
+	UnitMessage Unit = iota
+	UnitRecipient
+)
+
+// String returns "message" or "recipient", the names THROTTLE_UNIT takes
+// and the API shows.
+func (u Unit) String() string {
+	if u == UnitRecipient {
+		return "recipient"
+	}
+	return "message"
+}
+
+// ParseUnit reads a unit's name; "" is the default, UnitMessage.
+func ParseUnit(s string) (Unit, error) {
+	switch s {
+	case "", "message":
+		return UnitMessage, nil
+	case "recipient":
+		return UnitRecipient, nil
+	}
+	return 0, fmt.Errorf("throttle: unknown unit %q (message or recipient)", s)
+}

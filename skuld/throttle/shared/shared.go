@@ -25,6 +25,10 @@ import (
 // the backend on its own, and the two may drift apart a little.
 const DefaultLeaseMargin = 5 * time.Second
 
+// ErrWeighted is a send of more than one unit, which the shared backends
+// do not count yet (they keep the minute and the hour, in messages).
+var ErrWeighted = errors.New("throttle: a shared backend counts one unit per send (THROTTLE_UNIT=recipient needs THROTTLE_BACKEND=memory)")
+
 // Options configures a Throttle.
 type Options struct {
 	Global, Inbox throttle.Limits // the global limits and the inbox defaults
@@ -142,6 +146,11 @@ func (s *Throttle) SetLimits(global, inboxDefault throttle.Limits) {
 func (s *Throttle) Reserve(ctx context.Context, r throttle.Request) (throttle.Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if r.Cost > 1 {
+		// Configuration refuses THROTTLE_UNIT=recipient with a shared
+		// backend; counting such a send as 1 would overshoot.
+		return nil, ErrWeighted
 	}
 	ask := throttledriver.Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
 	if r.Inbox != "" {

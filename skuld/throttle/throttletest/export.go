@@ -32,7 +32,7 @@ func Commit(t *testing.T, tk throttle.Ticket) throttle.Snapshot {
 }
 
 // State reads the global windows, or inbox's when inbox is not "".
-func State(t *testing.T, th throttle.Throttle, inbox string) throttle.Pair {
+func State(t *testing.T, th throttle.Throttle, inbox string) throttle.ScopeState {
 	t.Helper()
 	return state(t, th, inbox)
 }
