@@ -30,11 +30,14 @@ var limitVars = map[string]func(*store.ThrottleIdentity) *int{
 // "set VARIABLE=N ...", changes their limits: the running servers pick the
 // change up within seconds and log it. The servers' own configuration
 // should then say the same, or the next server to start beside them is
-// refused.
+// refused. "from-ses" is limitsFromSES, which opens no database.
 func limits(ctx context.Context, cfg config.Config, args []string, stdout, stderr io.Writer, logger *slog.Logger) int {
+	if len(args) > 0 && args[0] == "from-ses" {
+		return limitsFromSES(ctx, cfg, args[1:], stdout, stderr, logger)
+	}
 	set := len(args) > 0 && args[0] == "set"
 	if (len(args) > 0 && !set) || (set && len(args) == 1) {
-		fmt.Fprintln(stderr, "nornweave limits: usage: nornweave limits [set VARIABLE=N ...]")
+		fmt.Fprintln(stderr, "nornweave limits: usage: nornweave limits [set VARIABLE=N ... | from-ses [--margin 0.9]]")
 		return 2
 	}
 	st, err := app.OpenStore(ctx, cfg, logger)

@@ -36,7 +36,9 @@ Commands:
             (0: all good, 1: a problem)
   limits    print the throttle the servers on the database share;
             limits set VARIABLE=N ... changes the limits of every running
-            server (GLOBAL_SEND_RATE_LIMIT_PER_MINUTE and the three others)
+            server (GLOBAL_SEND_RATE_LIMIT_PER_MINUTE and the three others);
+            limits from-ses [--margin 0.9] prints the limits that match the
+            SES account's quota, as lines for an env file
   healthcheck
             GET /health on this machine's server (HOST, PORT); exit 0 when
             it answers 200: the container image's HEALTHCHECK, which has
@@ -130,7 +132,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = mcpstdio.Serve(ctx, mcpstdio.Options{Endpoint: cfg.MCPEndpoint(), APIKey: cfg.MCPAPIKey,
 			In: io.NopCloser(stdin), Out: nopCloser{stdout}, Logger: logger, Version: version})
 	case "limits":
-		return limits(ctx, cfg, inv.args, stdout, stderr, logger)
+		return limits(ctx, cfg, append(inv.args, inv.sesFlags...), stdout, stderr, logger)
 	case "migrate":
 		err = migrate(ctx, cfg, logger, inv.dryRun, stdout)
 	default:
@@ -149,19 +151,27 @@ type invocation struct {
 	overrides map[string]string // variable name → value, from the flags
 	dryRun    bool              // migrate --dry-run
 	args      []string          // the words after limits: set VARIABLE=N ...
+	// sesFlags are limits from-ses's flags (--margin=V), handed on as
+	// given: the flags may stand anywhere, so this parser must know them,
+	// but from-ses owns their meaning.
+	sesFlags []string
 }
 
 // parseArgs reads the command and its flags: one per configuration
-// variable, plus --dry-run (migrate's) and --version. Flags may come before
-// the command, after it, or both: "nornweave --port 9000 check". The error
-// is one sentence, in the usage's words ("--port", not flag's "-port");
-// flag.ErrHelp for -h or --help.
+// variable, plus --dry-run (migrate's), --margin (limits from-ses's) and
+// --version. Flags may come before the command, after it, or both:
+// "nornweave --port 9000 check". The error is one sentence, in the usage's
+// words ("--port", not flag's "-port"); flag.ErrHelp for -h or --help.
 func parseArgs(args []string) (invocation, error) {
 	inv := invocation{overrides: map[string]string{}}
 	var showVersion bool
 	fs := newFlagSet(inv.overrides, &inv.dryRun)
 	fs.BoolVar(&showVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&showVersion, "v", false, "print the version and exit")
+	fs.Func("margin", "limits from-ses: the share of SES's quota to use", func(v string) error {
+		inv.sesFlags = append(inv.sesFlags, "--margin="+v)
+		return nil
+	})
 	for {
 		if err := fs.Parse(args); err != nil {
 			return inv, flagError(err)
@@ -194,6 +204,13 @@ func parseArgs(args []string) (invocation, error) {
 	if inv.dryRun && inv.cmd != "migrate" {
 		return inv, fmt.Errorf("--dry-run is a flag of migrate, not of %s", inv.cmd)
 	}
+	if len(inv.sesFlags) > 0 && (inv.cmd != "limits" || len(inv.args) == 0 || inv.args[0] != "from-ses") {
+		of := inv.cmd
+		if len(inv.args) > 0 {
+			of += " " + inv.args[0]
+		}
+		return inv, fmt.Errorf("--margin is a flag of limits from-ses, not of %s", of)
+	}
 	return inv, nil
 }
 
@@ -210,7 +227,7 @@ func flagError(err error) error {
 		for _, v := range config.Vars() {
 			flags = append(flags, v.Flag())
 		}
-		if near := nearest(name, append(flags, "dry-run", "version")); near != "" {
+		if near := nearest(name, append(flags, "dry-run", "margin", "version")); near != "" {
 			msg += " (did you mean --" + near + "?)"
 		}
 	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
@@ -307,6 +324,7 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "%-52s %s\n", line, v.Name)
 	}
 	fmt.Fprintf(w, "%-52s %s\n", "  --dry-run", "migrate only: list pending migrations")
+	fmt.Fprintf(w, "%-52s %s\n", "  --margin=0.9", "limits from-ses only: the share of SES's quota to use")
 }
 
 // nopCloser gives stdout the Close an MCP transport calls on it: the

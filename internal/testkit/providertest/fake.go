@@ -2,9 +2,9 @@
 // SendGrid, Resend, Amazon SES v2) on a loopback httptest server: it records
 // every request, answers as the provider documents (Resend's
 // Idempotency-Key included: a repeat of a key it took gets the first
-// answer and sends nothing), and can be told to fail, stall or drop the
-// connection. Provider tests, the end-to-end tests
-// and the benchmarks use it.
+// answer and sends nothing; and SES's GetAccount, whose quota a test sets),
+// and can be told to fail, stall or drop the connection. Provider tests,
+// the end-to-end tests and the benchmarks use it.
 package providertest
 
 import (
@@ -48,6 +48,7 @@ type Fake struct {
 	conns     atomic.Int64
 	inFlight  int
 	maxFlight int
+	sesQuota  SESQuota // what GetAccount reports
 }
 
 // MaxInFlight is the most requests the fake was handling at once.
@@ -64,7 +65,7 @@ func (f *Fake) Connections() int { return int(f.conns.Load()) }
 // message until told otherwise.
 func Start(tb testing.TB, kind string) *Fake {
 	tb.Helper()
-	f := &Fake{Kind: kind, taken: make(map[string]int)}
+	f := &Fake{Kind: kind, taken: make(map[string]int), sesQuota: DefaultSESQuota}
 	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	f.Server.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -126,9 +127,12 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	if respond != nil {
+	switch {
+	case respond != nil:
 		respond(sw, r, n)
-	} else {
+	case f.Kind == "ses" && r.URL.Path == sesAccountPath:
+		f.sesAccount(sw, r)
+	default:
 		f.Accept(sw, n)
 	}
 	if f.Kind == "resend" && key != "" && sw.status/100 == 2 {
