@@ -50,6 +50,15 @@ type rateLimitedBody struct {
 	Violated   []string `json:"violated"`
 }
 
+// tooManyBody names the window whose limit a send's recipients exceed.
+type tooManyBody struct {
+	Detail     string   `json:"detail"`
+	Code       string   `json:"code"`
+	Violated   []string `json:"violated"`
+	Limit      int      `json:"limit"`
+	Recipients int      `json:"recipients"`
+}
+
 // suppressedBody names each suppressed recipient, with why and since when.
 type suppressedBody struct {
 	Detail     string                `json:"detail"`
@@ -98,6 +107,8 @@ func (a *API) errorResponse(err error, c echo.Context) (int, any) {
 	switch {
 	case p.Code == "rate_limited":
 		return p.Status, rateLimitedBody{Detail: p.Detail, Code: p.Code, RetryAfter: p.RetryAfter, Violated: p.Violated}
+	case p.Code == skuld.TooManyRecipientsCode:
+		return p.Status, tooManyBody{Detail: p.Detail, Code: p.Code, Violated: p.Violated, Limit: p.Limit, Recipients: p.Recipients}
 	case p.Suppressed != nil:
 		return p.Status, suppressedBody{Detail: p.Detail, Code: p.Code, Suppressed: p.Suppressed}
 	case p.RequestID != "":
@@ -119,6 +130,9 @@ type Problem struct {
 	// a throttle refusal's, or a short wait for a passing condition.
 	RetryAfter int
 	Violated   []string // a throttle refusal's full windows
+	// Limit and Recipients are a too_many_recipients refusal's: the
+	// window's limit, and the send's recipients above it.
+	Limit, Recipients int
 	// Suppressed are the recipients a send was refused for, on the
 	// suppression list.
 	Suppressed []SuppressedRecipient
@@ -162,7 +176,7 @@ func (a *API) Classify(ctx context.Context, err error, attrs ...slog.Attr) Probl
 		// No wait would admit it: a 429 would be retried for ever.
 		return Problem{Status: http.StatusUnprocessableEntity, Code: skuld.TooManyRecipientsCode,
 			Detail:   "Too many recipients: " + tooLarge.Error() + "; split the send",
-			Violated: windowNames([]throttle.Window{tooLarge.Window})}
+			Violated: windowNames([]throttle.Window{tooLarge.Window}), Limit: tooLarge.Limit, Recipients: tooLarge.Cost}
 	case errors.As(err, &rl):
 		return Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: rl.Error(),
 			RetryAfter: rl.RetryAfterSeconds(), Violated: windowNames(rl.Windows())}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -50,7 +51,8 @@ func openMigrated(t *testing.T, driver string) *store.Store {
 // taken but not answered is an unknown outcome, committed at the deadline.
 // Every send that went out, or may have, is a delivery at the moment the
 // relay received it; no 60 s or 3600 s interval may hold more than the
-// limit.
+// limit. Each send costs a random weight of 1 to 3 units (its recipients,
+// THROTTLE_UNIT=recipient), which the limits count and a restart restores.
 func TestThrottleModelWithCrashes(t *testing.T) {
 	t.Parallel()
 	const perMinute, perHour, lease = 6, 40, 40 * time.Second
@@ -64,9 +66,14 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 		rng := rand.New(rand.NewPCG(6, 11))
 		clock := clocktest.New(time.Now().UTC().Truncate(time.Second))
 
+		type delivery struct {
+			at time.Duration // on the monotonic axis
+			n  int           // units
+		}
 		type pending struct {
 			res       throttle.Reservation
 			id        string
+			n         int           // units
 			done      time.Duration // when the provider answers
 			delivered time.Duration // when it took the message; -1 if never
 			outcome   string        // sent, failed, unknown
@@ -74,7 +81,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 		var (
 			lim        *throttle.GlobalRateLimiter
 			inFlight   []pending
-			deliveries []time.Duration // on the monotonic axis
+			deliveries []delivery
 			crashes    int
 		)
 		restart := func() {
@@ -94,7 +101,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 				if p.outcome == "sent" {
 					out.Status, out.SentAt = store.StatusSent, &wall
 				}
-				deliveries = append(deliveries, p.delivered)
+				deliveries = append(deliveries, delivery{p.delivered, p.n})
 			default:
 				p.res.Release()
 			}
@@ -117,7 +124,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 			case r < 2: // kill -9: what the provider had taken by now went out
 				for _, p := range inFlight {
 					if p.outcome != "failed" && p.delivered >= 0 && p.delivered <= now {
-						deliveries = append(deliveries, p.delivered)
+						deliveries = append(deliveries, delivery{p.delivered, p.n})
 					}
 				}
 				inFlight = nil
@@ -125,7 +132,8 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 				clock.Advance(time.Duration(rng.Int64N(int64(90 * time.Second))))
 				restart()
 			case r < 60:
-				res, err := lim.Reserve(now, lease, "", throttle.Override{})
+				n := 1 + rng.IntN(3)
+				res, err := lim.ReserveN(now, lease, "", throttle.Override{}, n)
 				if err != nil {
 					continue
 				}
@@ -133,7 +141,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 				m := &store.Message{InboxID: in.ID, Status: store.StatusSending, MessageIDHeader: "<m@acme.test>",
 					Subject: "s", FromAddress: in.EmailAddress, CreatedAt: wall}
 				th := &store.Thread{InboxID: in.ID, Subject: "s", ParticipantHash: "h"}
-				if err := st.CreateMessage(ctx, m, nil, th, &store.SendSlot{Scope: in.EmailAddress, ReservedAt: wall, Deadline: wall.Add(lease)}); err != nil {
+				if err := st.CreateMessage(ctx, m, nil, th, &store.SendSlot{Scope: in.EmailAddress, ReservedAt: wall, Deadline: wall.Add(lease), Cost: n}); err != nil {
 					t.Fatal(err)
 				}
 				// The relay would take the message at take and answer at
@@ -142,7 +150,7 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 				deadline := now + lease
 				answer := now + time.Duration(rng.Int64N(int64(lease)*3/2))
 				take := now + time.Duration(rng.Int64N(int64(answer-now)+1))
-				p := pending{res: res, id: m.ID, done: answer, outcome: "sent", delivered: take}
+				p := pending{res: res, id: m.ID, n: n, done: answer, outcome: "sent", delivered: take}
 				switch rng.IntN(10) {
 				case 0:
 					p.outcome = "failed"
@@ -158,17 +166,30 @@ func TestThrottleModelWithCrashes(t *testing.T) {
 				inFlight = append(inFlight, p)
 			}
 		}
-		slices.Sort(deliveries)
+		slices.SortFunc(deliveries, func(a, b delivery) int { return cmp.Compare(a.at, b.at) })
+		weights := map[int]int{}
+		for _, d := range deliveries {
+			weights[d.n]++
+		}
 		for _, w := range []struct {
 			span  time.Duration
 			limit int
 		}{{time.Minute, perMinute}, {time.Hour, perHour}} {
 			for i, d := range deliveries {
-				end, _ := slices.BinarySearch(deliveries, d+w.span+1)
-				if n := end - i; n > w.limit {
-					t.Fatalf("%v from %v: %d deliveries, want at most %d", w.span, d, n, w.limit)
+				units := 0
+				for _, e := range deliveries[i:] {
+					if e.at > d.at+w.span {
+						break
+					}
+					units += e.n
+				}
+				if units > w.limit {
+					t.Fatalf("%v from %v: %d units delivered, want at most %d", w.span, d.at, units, w.limit)
 				}
 			}
+		}
+		if len(weights) != 3 {
+			t.Errorf("deliveries by weight %v: want every weight of 1 to 3 delivered", weights)
 		}
 		if crashes < 10 || len(deliveries) < 2*perHour {
 			t.Errorf("only %d crashes and %d deliveries: the schedule should exercise both", crashes, len(deliveries))

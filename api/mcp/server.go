@@ -44,7 +44,9 @@ A refused call is a result with isError true and structuredContent {code, detail
 retry_after_seconds?, violated?}. rate_limited: nothing was sent; wait retry_after_seconds, then
 retry with the same idempotency_key (retrying sooner is refused again). domain_blocked: the
 server's policy refuses a recipient's domain; retrying will not help. recipient_suppressed: a
-recipient bounced or complained before (see list_suppressions); send without it. not_found: check the id.
+recipient bounced or complained before (see list_suppressions); send without it. too_many_recipients:
+the server counts recipients and the email has more than a window allows in all; split it.
+not_found: check the id.
 validation_error: fix the arguments named in "errors".`
 
 // Server is the MCP server of one API: every tool of tools, and the
@@ -197,7 +199,7 @@ type toolRefusal struct {
 	Detail string `json:"detail" jsonschema:"what went wrong, in a sentence"`
 	// RetryAfterSeconds is set when waiting helps.
 	RetryAfterSeconds int              `json:"retry_after_seconds,omitempty" jsonschema:"wait this many seconds before trying again"`
-	Violated          []string         `json:"violated,omitempty" jsonschema:"rate_limited: the full throttle windows (per-minute, per-hour, inbox-per-minute, inbox-per-hour)"`
+	Violated          []string         `json:"violated,omitempty" jsonschema:"rate_limited: the throttle windows without room (per-second, per-minute, per-hour, per-day, inbox-per-minute, inbox-per-hour, inbox-per-day); too_many_recipients: the window whose limit is below the email's recipients"`
 	Errors            []api.FieldError `json:"errors,omitempty" jsonschema:"validation_error: one item per problem; loc names the argument"`
 	// Suppressed names the recipients of a recipient_suppressed refusal.
 	Suppressed []api.SuppressedRecipient `json:"suppressed,omitempty" jsonschema:"recipient_suppressed: each suppressed recipient, its reason and since when"`
@@ -225,6 +227,9 @@ func refusalText(p api.Problem) string {
 	case "recipient_suppressed":
 		return p.Detail + ". Nothing was sent: mail to these addresses bounced or was reported as spam, " +
 			"so retrying will not help; send without them. list_suppressions shows why each is on the list."
+	case "too_many_recipients":
+		return p.Detail + ". Nothing was sent: no wait would admit it. Send it as several emails, " +
+			"each to fewer recipients than the limit."
 	case "validation_error":
 		return p.Detail + ". Fix these arguments and call again."
 	}

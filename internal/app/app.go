@@ -29,6 +29,7 @@ import (
 	"github.com/nornweave/nornweave/skuld/outbox"
 	"github.com/nornweave/nornweave/skuld/render"
 	"github.com/nornweave/nornweave/skuld/throttle"
+	"github.com/nornweave/nornweave/skuld/throttle/seslimits"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -48,13 +49,16 @@ type App struct {
 	watcher  *watcher
 	throttle *throttleParts
 	unit     throttle.Unit // what a send costs (THROTTLE_UNIT)
-	budget   skuld.Budget
-	sender   *skuld.Sender
-	queue    *hold.Queue // dispatches held (scheduled and queued) messages
-	clock    clock.Clock
-	api      *api.Server
-	version  string
-	metrics  *metrics.Metrics
+	// sesLimits reads SES's quota into the throttle hourly
+	// (SES_LIMITS_FROM_ACCOUNT; nil: not asked for).
+	sesLimits *seslimits.Refresher
+	budget    skuld.Budget
+	sender    *skuld.Sender
+	queue     *hold.Queue // dispatches held (scheduled and queued) messages
+	clock     clock.Clock
+	api       *api.Server
+	version   string
+	metrics   *metrics.Metrics
 	// certFetch reads SNS's certificates (WithCertFetcher; nil: HTTPS).
 	certFetch func(ctx context.Context, url string) ([]byte, error)
 	// events records providers' events and bounces; bouncePoller reads
@@ -152,6 +156,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	}
 	a.lock = j.lock
 	if a.throttle, err = newThrottle(ctx, cfg, st, a.clock, j.moved, logger); err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	if err := a.startSESLimits(ctx); err != nil {
+		logger.Error("refusing to start", slog.Any("error", err))
 		a.closeAll()
 		return nil, err
 	}
@@ -414,6 +423,8 @@ func (a *App) Close(ctx context.Context) error {
 
 func (a *App) closeAll() error {
 	a.watcher.Stop()
+	// Before the provider it reads through is closed.
+	sesErr := a.stopSESLimits(context.Background())
 	var errs []error
 	if a.provider != nil {
 		errs = append(errs, a.provider.Close())
@@ -424,7 +435,7 @@ func (a *App) closeAll() error {
 	}
 	// Last: on SQLite, closing the lock's file must not come before the
 	// database's own.
-	return errors.Join(append(errs, a.lock.Release())...)
+	return errors.Join(append(errs, sesErr, a.lock.Release())...)
 }
 
 // HeldRescueBound is the longest held mail whose job a server held when it
