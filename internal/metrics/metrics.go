@@ -221,7 +221,9 @@ func (c *windowCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return // a shared backend that cannot be read: no window gauges this scrape
 	}
-	for _, w := range []throttle.WindowState{snap.Global.PerMinute, snap.Global.PerHour} {
+	// The minute and the hour always; the second and the day when
+	// limited (Snapshot.States), as the headers list them.
+	for _, w := range snap.States() {
 		name := w.Window.String()
 		ch <- prometheus.MustNewConstMetric(windowUsed, prometheus.GaugeValue, float64(w.Used), name)
 		ch <- prometheus.MustNewConstMetric(windowInFlight, prometheus.GaugeValue, float64(w.InFlight), name)

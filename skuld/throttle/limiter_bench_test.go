@@ -32,6 +32,22 @@ func BenchmarkLimiterReserveCommit(b *testing.B) {
 	}
 }
 
+// BenchmarkLimiterReserveNCommit is ReserveCommit for a send of 5 units
+// (recipients, THROTTLE_UNIT=recipient): the weighted path's cost against
+// the one-unit path above, in the same run.
+func BenchmarkLimiterReserveNCommit(b *testing.B) {
+	l := newLimiter(neverFull, neverFull)
+	b.ReportAllocs()
+	for b.Loop() {
+		now := sysClock.Mono()
+		r, err := l.ReserveN(now, 0, "", Override{}, 5)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Commit(now)
+	}
+}
+
 func BenchmarkLimiterReserveRelease(b *testing.B) {
 	l := newLimiter(neverFull, neverFull)
 	b.ReportAllocs()
