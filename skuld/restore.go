@@ -65,12 +65,18 @@ func ThrottleRecord(ctx context.Context, log ThrottleLog, now time.Time, margin 
 	if err != nil {
 		return throttledriver.Record{}, err
 	}
+	// A send of several units (recipients) is that many slots, as the
+	// backend admitted it.
 	var rec throttledriver.Record
 	for _, s := range sent {
-		rec.Sent = append(rec.Sent, throttledriver.Sent{Inbox: s.Scope, At: minTime(s.At, now)})
+		for range max(s.Cost, 1) {
+			rec.Sent = append(rec.Sent, throttledriver.Sent{Inbox: s.Scope, At: minTime(s.At, now)})
+		}
 	}
 	for _, p := range pending {
-		rec.Pending = append(rec.Pending, throttledriver.Pending{Inbox: p.Scope, Deadline: p.Deadline.Add(margin)})
+		for range max(p.Cost, 1) {
+			rec.Pending = append(rec.Pending, throttledriver.Pending{Inbox: p.Scope, Deadline: p.Deadline.Add(margin)})
+		}
 	}
 	return rec, nil
 }

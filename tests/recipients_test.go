@@ -14,13 +14,15 @@ import (
 	"github.com/nornweave/nornweave/internal/testkit/apptest"
 	"github.com/nornweave/nornweave/internal/testkit/clocktest"
 	"github.com/nornweave/nornweave/internal/testkit/providertest"
+	"github.com/nornweave/nornweave/internal/testkit/redistest"
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 )
 
 // Issue 31: recipients as the throttle's unit, and the per-second and
-// per-day windows. The shared backends keep neither yet, and the
-// configuration refuses them there (TestRecipientUnitRefusedOnSharedBackend);
-// these run the memory backend on both databases.
+// per-day windows. Most run the memory backend on both databases, on a
+// fake clock; TestRecipientsOnSharedBackends runs the unit on postgres and
+// redis. The shared backends do not keep the second and the day yet, and
+// the configuration refuses them there (TestSecondAndDayRefusedOnSharedBackend).
 
 // startOnClock starts a server on driver whose time is clock, with cfg
 // changed by change.
@@ -364,18 +366,77 @@ func TestSESLimitsFromAccount(t *testing.T) {
 	}
 }
 
-// TestRecipientUnitRefusedOnSharedBackend: a shared backend keeps the
-// minute and the hour of messages; the configuration refuses what it
-// would not keep, naming each variable.
-func TestRecipientUnitRefusedOnSharedBackend(t *testing.T) {
+// TestRecipientsOnSharedBackends: the shared backends count recipients
+// too, all or none, across two servers: 3 + 3 + 3 are admitted, a fourth
+// send of 3 is refused with a Retry-After (the backend keeps its own
+// clock, so the test does not wait for it), one of 1 is admitted, 11 is
+// 422; the relay has 10 recipients.
+func TestRecipientsOnSharedBackends(t *testing.T) {
+	t.Parallel()
+	for _, backend := range sharedBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			mx := smtptest.Start(t)
+			cfg := baseConfig(t, "postgres", mx)
+			cfg.ThrottleBackend, cfg.ThrottleUnit, cfg.SendRateLimitPerMinute = backend, "recipient", 10
+			cfg.RedisURL, cfg.RedisKeyPrefix = redistest.URL(), redistest.Prefix(t)
+			one := &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
+			two := &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
+			a := one.createInbox(t, "a")
+			for i, s := range []*server{one, two, one} {
+				mustStatus(t, s.sendTo(t, a, []string{fmt.Sprintf("to%d@customer.test", i)},
+					[]string{fmt.Sprintf("cc%d@customer.test", i)}, []string{fmt.Sprintf("bcc%d@customer.test", i)}), http.StatusCreated)
+			}
+			r := two.sendTo(t, a, []string{"x@customer.test", "y@customer.test", "z@customer.test"}, nil, nil)
+			mustStatus(t, r, http.StatusTooManyRequests)
+			if retry, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || retry < 55 || retry > 62 {
+				t.Errorf("Retry-After = %q, want about 60 s (the first send leaving)", r.Header.Get("Retry-After"))
+			}
+			if r.Header.Get("X-RateLimit-Unit") != "recipient" {
+				t.Errorf("X-RateLimit-Unit = %q", r.Header.Get("X-RateLimit-Unit"))
+			}
+			mustStatus(t, one.send(t, a, "last@customer.test"), http.StatusCreated)
+			mustStatus(t, two.send(t, a, "over@customer.test"), http.StatusTooManyRequests)
+			eleven := make([]string, 11)
+			for i := range eleven {
+				eleven[i] = fmt.Sprintf("r%d@customer.test", i)
+			}
+			r = one.sendTo(t, a, eleven, nil, nil)
+			mustStatus(t, r, http.StatusUnprocessableEntity)
+			if r.JSON(t)["code"] != "too_many_recipients" {
+				t.Fatalf("11 recipients: %s", r.Body)
+			}
+			if n := relayRecipients(mx); n != 10 {
+				t.Fatalf("relay has %d recipients, want 10", n)
+			}
+		})
+	}
+}
+
+// TestSecondAndDayRefusedOnSharedBackend: a shared backend keeps the
+// minute and the hour; the configuration refuses the windows it would not
+// keep, naming each variable, and an inbox's per_day is a 422 there.
+func TestSecondAndDayRefusedOnSharedBackend(t *testing.T) {
 	t.Parallel()
 	cfg := apptest.Config(t, "sqlite")
 	cfg.ThrottleBackend, cfg.RedisURL = "redis", "redis://127.0.0.1:6379/0"
 	cfg.ThrottleUnit, cfg.SendRateLimitPerSecond, cfg.SendRateLimitPerDay, cfg.InboxSendRateLimitPerDay = "recipient", 1, 1, 1
 	err := cfg.Validate()
-	for _, v := range []string{"THROTTLE_UNIT", "GLOBAL_SEND_RATE_LIMIT_PER_SECOND", "GLOBAL_SEND_RATE_LIMIT_PER_DAY", "INBOX_SEND_RATE_LIMIT_PER_DAY"} {
+	for _, v := range []string{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", "GLOBAL_SEND_RATE_LIMIT_PER_DAY", "INBOX_SEND_RATE_LIMIT_PER_DAY"} {
 		if err == nil || !strings.Contains(err.Error(), v+": is kept by THROTTLE_BACKEND=memory only") {
 			t.Errorf("Validate() = %v, want it to name %s", err, v)
 		}
+	}
+	if err != nil && strings.Contains(err.Error(), "THROTTLE_UNIT") {
+		t.Errorf("Validate() = %v: THROTTLE_UNIT=recipient is kept by every backend", err)
+	}
+	s := startDefault(t, "postgres", func(c *config.Config) {
+		c.ThrottleBackend, c.RedisURL, c.RedisKeyPrefix = "redis", redistest.URL(), redistest.Prefix(t)
+	})
+	a := s.createInbox(t, "a")
+	r := s.do(t, "PATCH", "/v1/inboxes/"+a, map[string]any{"rate_limit": map[string]any{"per_day": 5}})
+	mustStatus(t, r, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(r.Body), `"per_day"`) {
+		t.Errorf("422 %s does not name per_day", r.Body)
 	}
 }

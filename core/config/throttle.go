@@ -84,22 +84,20 @@ func (c Config) validateThrottle() []error {
 	if c.SESLimitsFromAccount && c.EmailProvider != "ses" {
 		bad("SES_LIMITS_FROM_ACCOUNT", "reads the limits of the SES account EMAIL_PROVIDER=ses sends through (EMAIL_PROVIDER is %q)", c.EmailProvider)
 	}
-	// The shared backends keep the minute and the hour, counted in
-	// messages; a window or a unit they would ignore is refused rather
-	// than silently not kept.
+	// The shared backends keep the minute and the hour; a window they
+	// would ignore is refused rather than silently not kept.
 	if c.SharedThrottle() {
 		for _, v := range []struct {
 			name string
 			set  bool
 		}{
-			{"THROTTLE_UNIT", c.ThrottleUnit == "recipient"},
 			{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", c.SendRateLimitPerSecond != 0},
 			{"GLOBAL_SEND_RATE_LIMIT_PER_DAY", c.SendRateLimitPerDay != 0},
 			{"INBOX_SEND_RATE_LIMIT_PER_DAY", c.InboxSendRateLimitPerDay != 0},
 			{"SES_LIMITS_FROM_ACCOUNT", c.SESLimitsFromAccount},
 		} {
 			if v.set {
-				bad(v.name, "is kept by THROTTLE_BACKEND=memory only for now; the %s backend keeps per-minute and per-hour windows of messages", c.ThrottleBackend)
+				bad(v.name, "is kept by THROTTLE_BACKEND=memory only for now; the %s backend keeps the per-minute and per-hour windows", c.ThrottleBackend)
 			}
 		}
 	}

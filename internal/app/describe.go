@@ -40,7 +40,22 @@ func (a *App) startAttrs(addr string) []any {
 		slog.Int("limit_per_minute", perMinute), slog.Int("limit_per_hour", perHour),
 		slog.Int("inbox_limit_per_minute", c.InboxSendRateLimitPerMinute),
 		slog.Int("inbox_limit_per_hour", c.InboxSendRateLimitPerHour),
-		slog.String("throttle_backend", orDefault(c.ThrottleBackend, "memory")))
+		slog.String("throttle_backend", orDefault(c.ThrottleBackend, "memory")),
+		slog.String("throttle_unit", a.unit.String()))
+	// The second and the day, newer, only when set: a server configured
+	// as before logs as before.
+	for _, v := range []struct {
+		key string
+		n   int
+	}{{"limit_per_second", c.SendRateLimitPerSecond}, {"limit_per_day", c.SendRateLimitPerDay},
+		{"inbox_limit_per_day", c.InboxSendRateLimitPerDay}} {
+		if v.n != 0 {
+			attrs = append(attrs, slog.Int(v.key, v.n))
+		}
+	}
+	if c.SESLimitsFromAccount {
+		attrs = append(attrs, slog.Bool("ses_limits_from_account", true))
+	}
 	if c.SharedThrottle() {
 		attrs = append(attrs, slog.String("throttle_fail", orDefault(c.ThrottleFail, "closed")))
 	}

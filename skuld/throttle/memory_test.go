@@ -25,7 +25,8 @@ func TestMemoryConformance(t *testing.T) {
 				return throttle.NewMemory(l, clock)
 			},
 			Advance: clock.Advance,
-			Units:   true,
+			Weights: true,
+			Spans:   true,
 		}
 	})
 }

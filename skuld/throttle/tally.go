@@ -60,15 +60,31 @@ func (t *Tally) Room() int {
 // State reports the windows at now, as windows of scope sc.
 func (t *Tally) State(now int64, sc Scope) ScopeState { return t.s.state(now, sc) }
 
-// Refusal is the error of an admission refused at now by the full windows
-// of global and of inbox (nil for none), with every number taken from
-// them, as the limiter's own refusal is built.
-func Refusal(now int64, global, inbox *Tally) *RateLimitedError {
-	lacks := [2][numSpans]bool{global.s.lacks(1)}
+// Refusal is the error of an admission of n units refused at now by the
+// windows of global and of inbox (nil for none) without room for them,
+// with every number taken from them, as the limiter's own refusal is
+// built.
+func Refusal(now int64, n int, global, inbox *Tally) *RateLimitedError {
+	n = max(n, 1)
+	lacks := [2][numSpans]bool{global.s.lacks(n)}
 	var in *scope
 	if inbox != nil {
 		in = &inbox.s
-		lacks[1] = in.lacks(1)
+		lacks[1] = in.lacks(n)
 	}
-	return refusal(now, 1, &global.s, in, lacks)
+	return refusal(now, n, &global.s, in, lacks)
+}
+
+// TooLargeFor is the error of a send of n units above a limited window of
+// global or of inbox (nil for a send with no inbox), which no wait would
+// admit; nil if every window could hold it. It reads the limits alone.
+func TooLargeFor(n int, global Limits, inbox *Limits) *TooLargeError {
+	var g, in scope // limits alone: tooLarge reads nothing else
+	g.setLimits(global)
+	var ip *scope
+	if inbox != nil {
+		in.setLimits(*inbox)
+		ip = &in
+	}
+	return tooLarge(n, &g, ip)
 }

@@ -48,8 +48,9 @@ func TestConformance(t *testing.T) {
 			Lose: func() {
 				exec(t, db, `DELETE FROM pgthrottle_present; DELETE FROM pgthrottle_buckets; DELETE FROM pgthrottle_flights`)
 			},
-			Stall:  proxy.Hold,
-			Shared: true,
+			Stall:   proxy.Hold,
+			Shared:  true,
+			Weights: true,
 		}
 	})
 }

@@ -45,6 +45,7 @@ func TestConformance(t *testing.T) {
 			Lose:    func() { deleteAll(t, rdb, tag) },
 			Stall:   proxy.Hold,
 			Shared:  true,
+			Weights: true,
 		}
 	})
 }

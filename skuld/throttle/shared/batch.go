@@ -40,6 +40,8 @@ type asking struct {
 	done  chan askResult // buffered: the batch never waits for a caller
 }
 
+// askResult is a caller's answer. Its ticket holds all of the caller's
+// slots: one, or a send's units.
 type askResult struct {
 	ticket  *ticket
 	refusal *throttle.RateLimitedError
@@ -135,6 +137,9 @@ func (s *Throttle) sendBatch(batch []*asking) {
 	kinds := map[spareKey]kind{}
 	for _, p := range batch {
 		entries = append(entries, entry{ask: p.ask, p: p})
+		if p.ask.N > 1 {
+			continue // a send of several units: spares are one unit each, for sends of one
+		}
 		k := spareKey{inbox: p.ask.Inbox, limits: p.ask.Limits, global: global}
 		kinds[k] = kind{kinds[k].callers + 1, max(kinds[k].longest, p.ask.Lease)}
 	}
@@ -178,7 +183,11 @@ func (s *Throttle) sendBatch(batch []*asking) {
 		return
 	}
 	s.seen.Store(true)
-	v := &view{raw: &b.Raw, asks: asks, verdicts: b.Verdicts, global: global, readAt: s.clock.Mono()}
+	callers := make([]bool, len(entries))
+	for i, e := range entries {
+		callers[i] = e.p != nil
+	}
+	v := &view{raw: &b.Raw, asks: asks, callers: callers, verdicts: b.Verdicts, global: global, readAt: s.clock.Mono()}
 	results, hot := v.judge(s)
 	if hot {
 		s.heat()
@@ -232,6 +241,7 @@ func (s *Throttle) answer(p *asking, res askResult) {
 type view struct {
 	raw      *throttledriver.Raw
 	asks     []throttledriver.Ask
+	callers  []bool // a caller's ask, not a block of spares
 	verdicts []throttledriver.Verdict
 	global   throttle.Limits
 	readAt   time.Duration // local mono when the backend answered
@@ -261,8 +271,8 @@ func (v *view) judge(s *Throttle) (results []askResult, hot bool) {
 		refused, verdict := g.Lacks(n) || in != nil && in.Lacks(n), v.verdicts[k]
 		switch {
 		case refused && !verdict.Admitted:
-			if n == 1 { // a block of spares refused is no one's refusal
-				results[k].refusal = throttle.Refusal(now, g, in)
+			if v.callers[k] { // a block of spares refused is no one's refusal
+				results[k].refusal = throttle.Refusal(now, n, g, in)
 			}
 			hot = true
 		case !refused && verdict.Admitted:
@@ -271,6 +281,9 @@ func (v *view) judge(s *Throttle) (results []askResult, hot bool) {
 				applyFlight(in, now+int64(ask.Lease), n, nil, now)
 			}
 			results[k].ticket = &ticket{s: s, v: v, k: k, id: verdict.ID, near: nearLimit(g, in)}
+			if v.callers[k] {
+				results[k].ticket.n = n
+			}
 			hot = hot || results[k].ticket.near
 		default:
 			if verdict.Admitted {
@@ -292,10 +305,10 @@ func (v *view) judge(s *Throttle) (results []askResult, hot bool) {
 }
 
 // snapshot is the windows as ask k's admission saw them, at mono on this
-// server's clock, with one slot of k counted then (counted) or given back,
+// server's clock, with slots of k counted then (counted) or given back,
 // and this server's commits and releases made since counted as what they
 // are (mine, given the backend time it was taken at).
-func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) throttle.Snapshot {
+func (v *view) snapshot(k int, mono time.Duration, counted bool, slots int, m locals) throttle.Snapshot {
 	t := v.at(mono)
 	ask := v.asks[k]
 	g := tally(&v.raw.Global, t, v.global, m)
@@ -309,7 +322,7 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) throt
 		}
 		n := v.asks[j].Slots()
 		if j == k {
-			n-- // the other slots of k's block; k itself is counted below
+			n -= slots // the other slots of k's block; k's own are counted below
 		}
 		deadline, id := v.raw.Now+int64(v.asks[j].Lease), v.verdicts[j].ID
 		applyFlight(g, deadline, n, m[id], t)
@@ -318,9 +331,11 @@ func (v *view) snapshot(k int, mono time.Duration, counted bool, m locals) throt
 		}
 	}
 	if counted {
-		g.CountAt(t, t)
-		if in != nil {
-			in.CountAt(t, t)
+		for range slots {
+			g.CountAt(t, t)
+			if in != nil {
+				in.CountAt(t, t)
+			}
 		}
 	}
 	snap := throttle.Snapshot{Global: g.State(t, throttle.Global)}
@@ -340,7 +355,13 @@ type ticket struct {
 	k    int
 	id   int64
 	near bool // its admission left a window at 80% or more
+	// n is the slots it holds: a send's units; 0 is one (a send, or a
+	// spare taken from a block).
+	n int
 }
+
+// slots is the slots t holds.
+func (t *ticket) slots() int { return max(t.n, 1) }
 
 // Commit implements throttle.Ticket: counted at the moment of the call, gathered
 // with others or sent at once (see gatherer).
@@ -354,9 +375,14 @@ func (t *ticket) settle(ctx context.Context, commit bool) (throttle.Snapshot, er
 	ask := t.v.asks[t.k]
 	// What this server holds now, before this settlement may send it all.
 	mine := t.s.mine(t.v.at(at), at)
-	err := t.s.gather.add(ctx, throttledriver.Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease},
-		at, t.near || t.s.hot())
-	snap := t.v.snapshot(t.k, at, commit, mine)
+	// One settlement per slot, the same reservation's: the backend counts
+	// each, as it does the slots of a block of spares.
+	ss := make([]throttledriver.Settlement, t.slots())
+	for i := range ss {
+		ss[i] = throttledriver.Settlement{ID: t.id, Inbox: ask.Inbox, Commit: commit, Lease: ask.Lease}
+	}
+	err := t.s.gather.add(ctx, at, t.near || t.s.hot(), ss...)
+	snap := t.v.snapshot(t.k, at, commit, t.slots(), mine)
 	if err != nil {
 		return snap, t.s.unavailable(err)
 	}

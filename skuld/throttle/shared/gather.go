@@ -74,11 +74,13 @@ func newGatherer(d throttledriver.Driver, c clock.Clock, delay, timeout time.Dur
 	return g
 }
 
-// add holds s, made at at, and sends everything held at once if now is
+// add holds ss, made at at, and sends everything held at once if now is
 // set (near a limit), else within the delay.
-func (g *gatherer) add(ctx context.Context, s throttledriver.Settlement, at time.Duration, now bool) error {
+func (g *gatherer) add(ctx context.Context, at time.Duration, now bool, ss ...throttledriver.Settlement) error {
 	g.mu.Lock()
-	g.pending = append(g.pending, &held{s: s, at: at})
+	for _, s := range ss {
+		g.pending = append(g.pending, &held{s: s, at: at})
+	}
 	g.mu.Unlock()
 	if now || g.delay < 0 {
 		return g.flush(ctx)

@@ -25,10 +25,6 @@ import (
 // the backend on its own, and the two may drift apart a little.
 const DefaultLeaseMargin = 5 * time.Second
 
-// ErrWeighted is a send of more than one unit, which the shared backends
-// do not count yet (they keep the minute and the hour, in messages).
-var ErrWeighted = errors.New("throttle: a shared backend counts one unit per send (THROTTLE_UNIT=recipient needs THROTTLE_BACKEND=memory)")
-
 // Options configures a Throttle.
 type Options struct {
 	Global, Inbox throttle.Limits // the global limits and the inbox defaults
@@ -147,16 +143,24 @@ func (s *Throttle) Reserve(ctx context.Context, r throttle.Request) (throttle.Ti
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if r.Cost > 1 {
-		// Configuration refuses THROTTLE_UNIT=recipient with a shared
-		// backend; counting such a send as 1 would overshoot.
-		return nil, ErrWeighted
-	}
 	ask := throttledriver.Ask{Inbox: r.Inbox, Lease: max(r.Lease, 0) + s.margin}
+	lim := s.limits.Load()
 	if r.Inbox != "" {
-		ask.Limits = r.Override.Apply(s.limits.Load()[1])
+		ask.Limits = r.Override.Apply(lim[1])
 	}
-	if t := s.spares.take(spareKey{inbox: ask.Inbox, limits: ask.Limits, global: s.limits.Load()[0]}, ask.Lease); t != nil {
+	if r.Cost > 1 {
+		// A send of several units (its recipients) is one ask of that many
+		// slots, admitted whole or refused, as a block of spares is; it
+		// takes no spares, which are one unit each.
+		var in *throttle.Limits
+		if r.Inbox != "" {
+			in = &ask.Limits
+		}
+		if err := throttle.TooLargeFor(r.Cost, lim[0], in); err != nil {
+			return nil, err
+		}
+		ask.N = r.Cost
+	} else if t := s.spares.take(spareKey{inbox: ask.Inbox, limits: ask.Limits, global: lim[0]}, ask.Lease); t != nil {
 		return t, nil
 	}
 	res, err := s.admit(ctx, ask)

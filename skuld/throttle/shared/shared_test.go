@@ -47,6 +47,7 @@ func memBackend(t *testing.T) throttletest.Backend {
 		Lose:    func() { d.Lose(t) },
 		Stall:   d.Stall,
 		Shared:  true,
+		Weights: true,
 	}
 }
 

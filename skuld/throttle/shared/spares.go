@@ -208,7 +208,7 @@ func (p *spares) give(blocks []*block) {
 		ask := b.t.v.asks[b.t.k]
 		s := throttledriver.Settlement{ID: b.t.id, Inbox: ask.Inbox, Lease: ask.Lease}
 		for range b.left {
-			_ = p.s.gather.add(context.Background(), s, p.s.clock.Mono(), false)
+			_ = p.s.gather.add(context.Background(), p.s.clock.Mono(), false, s)
 		}
 	}
 }
