@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// A GlobalRateLimiter enforces the send throttle: in any interval of 60
-// seconds at most Limits.PerMinute sends succeed, and in any interval of
-// 3600 seconds at most PerHour, however many goroutines send at once; and,
-// for a send from an inbox, the same two windows of that inbox's own (the
-// inbox defaults, or the inbox's Override). A limit of 0 leaves that window
-// unlimited.
+// A GlobalRateLimiter enforces the send throttle: in any interval of one
+// second at most Limits.PerSecond units succeed, of 60 seconds at most
+// PerMinute, of 3600 seconds at most PerHour and of 24 hours at most
+// PerDay, however many goroutines send at once; and, for a send from an
+// inbox, the minute, hour and day of that inbox's own (the inbox defaults,
+// or the inbox's Override). A unit is a message, or one of its recipients
+// (ReserveN). A limit of 0 leaves that window unlimited.
 //
 // A send is admitted with Reserve before the provider is called, and needs
 // room in every window that applies; it is admitted by all of them or
@@ -21,18 +22,19 @@ import (
 // reservation (the send counts at the commit moment) or Releases it (the
 // send certainly failed and counts nothing).
 //
-// Each window is a ring of fixed-width buckets (1 s for the minute, 1 min
-// for the hour); a bucket counts until all of it is older than the window,
-// so the limiter errs on the side of refusing for at most one bucket width.
+// Each window is a ring of fixed-width buckets (100 ms for the second, 1 s
+// for the minute, 1 min for the hour, 15 min for the day); a bucket counts
+// until all of it is older than the window, so the limiter errs on the
+// side of refusing for at most one bucket width.
 //
 // Time is monotonic and passed in, as x/time/rate's AllowN takes it: every
 // method takes now as a reading of a clock.Clock's Mono, never wall time, so
 // a step of the system clock cannot empty or freeze the windows. Readings
 // are expected to be non-decreasing. Reserve and Commit do not allocate.
 //
-// The windows of an inbox idle for longer than an hour (nothing counted,
-// nothing in flight) are dropped, and come back empty, so memory follows
-// the inboxes in use, not the inboxes that exist.
+// The windows of an inbox idle for longer than the day and its last
+// bucket (nothing counted, nothing in flight) are dropped, and come back
+// empty, so memory follows the inboxes in use, not the inboxes that exist.
 //
 // A GlobalRateLimiter is safe for concurrent use by multiple goroutines.
 type GlobalRateLimiter struct {

@@ -9,8 +9,9 @@ import (
 )
 
 // A Throttle admits sends under the throttle's promise: at most the
-// configured number of sends in any 60 s and any 3600 s, globally and per
-// inbox, across every server that shares it. A send needs room in every
+// configured number of units (messages, or recipients) in any second, 60 s,
+// 3600 s and 24 h that is limited, globally and per inbox, across every
+// server that shares it. A send needs room in every
 // window that applies and is admitted by all or refused with nothing taken.
 // Its Ticket counts while in flight; Commit counts the send, Release gives
 // the slot back.
