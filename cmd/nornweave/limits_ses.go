@@ -11,7 +11,7 @@ import (
 
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/providers"
-	"github.com/nornweave/nornweave/skuld/throttle/seslimits"
+	"github.com/nornweave/nornweave/skuld/seslimits"
 )
 
 // limitsFromSES prints the throttle settings that match the SES account's

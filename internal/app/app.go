@@ -29,7 +29,7 @@ import (
 	"github.com/nornweave/nornweave/skuld/outbox"
 	"github.com/nornweave/nornweave/skuld/render"
 	"github.com/nornweave/nornweave/skuld/throttle"
-	"github.com/nornweave/nornweave/skuld/throttle/seslimits"
+	"github.com/nornweave/nornweave/skuld/seslimits"
 	"github.com/nornweave/nornweave/store"
 )
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/nornweave/nornweave/providers"
-	"github.com/nornweave/nornweave/skuld/throttle/seslimits"
+	"github.com/nornweave/nornweave/skuld/seslimits"
 )
 
 // startSESLimits applies SES's quota to the throttle's global per-second
