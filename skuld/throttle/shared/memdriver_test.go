@@ -203,7 +203,9 @@ func (d *memDriver) Reserve(ctx context.Context, global throttle.Limits, asks []
 				b.Inbox[a.Inbox] = in.raw(now)
 			}
 		}
-		if g.lacks(global, now, n) || in != nil && in.lacks(a.Limits, now, n) {
+		inbox := a.Limits
+		inbox.PerSecond = 0 // an inbox has no second window
+		if g.lacks(global, now, n) || in != nil && in.lacks(inbox, now, n) {
 			b.Verdicts = append(b.Verdicts, td.Verdict{})
 			continue
 		}
