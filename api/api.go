@@ -80,9 +80,6 @@ type Options struct {
 	// Unit is what the throttle counts (THROTTLE_UNIT), which the
 	// rate-limit endpoints name.
 	Unit throttle.Unit
-	// SharedThrottle is a THROTTLE_BACKEND that several servers share,
-	// which keeps no per-day window: an inbox's per_day is refused.
-	SharedThrottle bool
 	// Jobs, when set, is the job queue of held mail, which /ready checks.
 	Jobs interface{ Ready() error }
 	// ThrottleFailOpen is THROTTLE_FAIL=open: a throttle backend that

@@ -41,9 +41,6 @@ func (a *API) patchInbox(c echo.Context) error {
 		ch.SetPerMinute, ch.PerMinute = rl.nullableInt("per_minute", 0, maxInboxLimit)
 		ch.SetPerHour, ch.PerHour = rl.nullableInt("per_hour", 0, maxInboxLimit)
 		ch.SetPerDay, ch.PerDay = rl.nullableInt("per_day", 0, maxInboxLimit)
-		if ch.PerDay != nil && *ch.PerDay != 0 && a.SharedThrottle {
-			rl.add("per_day", "A per-day window is kept by THROTTLE_BACKEND=memory only for now", "value_error")
-		}
 	}
 	if err := obj.err(); err != nil {
 		return err

@@ -18,13 +18,10 @@ type ThrottleLog interface {
 	PendingSends(ctx context.Context, now time.Time) ([]store.PendingSend, error)
 }
 
-// restoreSpan is how far back a restart looks: the day window plus one
-// bucket, since a bucket counts until all of it has left the window.
+// restoreSpan is how far back a restart, or a shared backend's rebuild,
+// looks: the day window plus one bucket, since a bucket counts until all
+// of it has left the window. The shared backends keep the day too.
 const restoreSpan = throttle.Longest
-
-// sharedSpan is restoreSpan for the shared backends, which keep the minute
-// and the hour only: the hour and its last bucket.
-const sharedSpan = time.Hour + time.Minute
 
 // RestoreThrottle keeps the in-memory throttle's promise across a restart.
 // First the sends a stopped server left in flight are resolved: each may
@@ -54,10 +51,10 @@ func RestoreThrottle(ctx context.Context, log ThrottleLog, l *throttle.GlobalRat
 }
 
 // ThrottleRecord reads what a shared throttle's lost state is rebuilt from
-// (shared.Options.Rebuild): the sends counted within sharedSpan of
+// (shared.Options.Rebuild): the sends counted within restoreSpan of
 // now, and those in flight, until their deadline plus the backend's margin.
 func ThrottleRecord(ctx context.Context, log ThrottleLog, now time.Time, margin time.Duration) (throttledriver.Record, error) {
-	sent, err := log.CountedSends(ctx, now.Add(-sharedSpan))
+	sent, err := log.CountedSends(ctx, now.Add(-restoreSpan))
 	if err != nil {
 		return throttledriver.Record{}, err
 	}

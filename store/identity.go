@@ -20,10 +20,15 @@ type ThrottleIdentity struct {
 	BackendIdentity string
 	RedisTarget     string // host:port/db of REDIS_URL, no credentials, for the messages; "" unless redis
 	RedisPrefix     string // "" unless redis
+	// The limits, 0 for unlimited. The second and the day (migration
+	// 0016) read 0 in an identity recorded before them.
+	GlobalPerSecond int
 	GlobalPerMinute int
 	GlobalPerHour   int
+	GlobalPerDay    int
 	InboxPerMinute  int
 	InboxPerHour    int
+	InboxPerDay     int
 	// What makes the lease another server waits out (SEND_TIMEOUT,
 	// SEND_RETRY_DEADLINE), and THROTTLE_FAIL.
 	SendTimeoutMS       int64 `gorm:"column:send_timeout_ms"`
@@ -68,9 +73,11 @@ func (s *Store) SetThrottleIdentity(ctx context.Context, id ThrottleIdentity) (*
 			"throttle_fail":                id.ThrottleFail,
 			"attachment_max_total_size_mb": id.AttachmentMaxTotalSizeMB,
 			"body_max_size_mb":             id.BodyMaxSizeMB, "html_max_size_mb": id.HTMLMaxSizeMB,
+			"global_per_second": id.GlobalPerSecond, "global_per_day": id.GlobalPerDay,
 			"global_per_minute": id.GlobalPerMinute, "global_per_hour": id.GlobalPerHour,
 			"inbox_per_minute": id.InboxPerMinute, "inbox_per_hour": id.InboxPerHour,
-			"changed_at": id.ChangedAt, "changed_by": id.ChangedBy,
+			"inbox_per_day": id.InboxPerDay,
+			"changed_at":    id.ChangedAt, "changed_by": id.ChangedBy,
 			"version": gorm.Expr("throttle_identity.version + 1"),
 		}),
 	}).Create(&id).Error

@@ -104,6 +104,10 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 		{"SEND_RETRY_DEADLINE", "10s", "20s"},
 		{"THROTTLE_FAIL", "closed", "open"},
 		{"ATTACHMENT_MAX_TOTAL_SIZE_MB", "35", "20"}, // the longest lease
+		// The second and the day, which the shared backends keep too.
+		{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", "5", "6"},
+		{"GLOBAL_SEND_RATE_LIMIT_PER_DAY", "1000", "0"},
+		{"INBOX_SEND_RATE_LIMIT_PER_DAY", "0", "50"},
 	} {
 		// What another server waits out (the lease) or does when the
 		// backend is down (issue 27): refused as the limits are.
@@ -119,8 +123,8 @@ func TestServersThatDoNotShareAThrottleAreRefused(t *testing.T) {
 	}
 }
 
-// A deliberate change of limits (`nornweave limits set`) reaches the
-// running servers, which log it; a server started afterwards with the old
+// A deliberate change of limits (`nornweave limits set`, the day with the
+// minute) reaches the running servers, which log it; a server started afterwards with the old
 // value is told the new one.
 func TestLimitsSetReachesRunningServers(t *testing.T) {
 	t.Parallel()
@@ -129,10 +133,12 @@ func TestLimitsSetReachesRunningServers(t *testing.T) {
 	a, b := startProc(t, env), startProc(t, env)
 	inbox := a.createInbox(t, "support")
 
-	cmd := exec.Command(nornweaveBinary(t), "limits", "set", "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2")
+	cmd := exec.Command(nornweaveBinary(t), "limits", "set", "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2",
+		"GLOBAL_SEND_RATE_LIMIT_PER_DAY=50")
 	cmd.Dir, cmd.Env = t.TempDir(), env
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2") {
+	if err != nil || !strings.Contains(string(out), "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2") ||
+		!strings.Contains(string(out), "GLOBAL_SEND_RATE_LIMIT_PER_DAY=50") {
 		t.Fatalf("nornweave limits set: %v\n%s", err, out)
 	}
 	for _, p := range []*proc{a, b} {
@@ -145,6 +151,7 @@ func TestLimitsSetReachesRunningServers(t *testing.T) {
 	if fmt.Sprint(codes) != "[201 201 429]" {
 		t.Fatalf("three sends after the limit was set to 2: %v, want [201 201 429]", codes)
 	}
-	startRefused(t, env, `GLOBAL_SEND_RATE_LIMIT_PER_MINUTE is "10" here, but the servers running on this database use "2"`)
-	startProc(t, append(env, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2"))
+	startRefused(t, env, `GLOBAL_SEND_RATE_LIMIT_PER_MINUTE is "10" here, but the servers running on this database use "2"`,
+		`GLOBAL_SEND_RATE_LIMIT_PER_DAY is "0" here, but the servers running on this database use "50"`)
+	startProc(t, append(env, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=2", "GLOBAL_SEND_RATE_LIMIT_PER_DAY=50"))
 }

@@ -186,6 +186,10 @@ func checkLossWindows(t *testing.T, cfg config.Config, mx *smtptest.Server) {
 		t.Fatal(err)
 	}
 	checkSpans(t, "send_log, global", all, cfg.SendRateLimitPerMinute, cfg.SendRateLimitPerHour)
+	// A burst lasts minutes: all of it lies within one day.
+	if d := cfg.SendRateLimitPerDay; d > 0 && len(all) > d {
+		t.Errorf("send_log, global: %d sends counted within a day, limit %d a day", len(all), d)
+	}
 	for scope, times := range byScope {
 		checkSpans(t, "send_log, inbox "+scope, times, cfg.InboxSendRateLimitPerMinute, cfg.InboxSendRateLimitPerHour)
 	}

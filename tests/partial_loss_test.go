@@ -44,6 +44,7 @@ type lossCase struct {
 func perMinute(c *config.Config)      { c.SendRateLimitPerMinute = lossLimit }
 func perHour(c *config.Config)        { c.SendRateLimitPerHour = lossLimit }
 func inboxPerMinute(c *config.Config) { c.InboxSendRateLimitPerMinute = lossLimit }
+func perDay(c *config.Config)         { c.SendRateLimitPerDay = lossLimit }
 
 // TestRedisPartialLossKeepsTheLimits: a key of the Redis throttle deleted
 // mid-burst (by hand, or by eviction) is a lost state, rebuilt from the
@@ -54,6 +55,7 @@ func TestRedisPartialLossKeepsTheLimits(t *testing.T) {
 	for _, c := range []lossCase{
 		{name: "global minute hash", limits: perMinute, damage: []string{"g:m"}},
 		{name: "global hour hash", limits: perHour, damage: []string{"g:h"}},
+		{name: "global day hash", limits: perDay, damage: []string{"g:d"}},
 		{name: "inbox minute hash", limits: inboxPerMinute, damage: []string{"i:X:m"}},
 		{name: "flight set", limits: perMinute, damage: []string{"g:f"}},
 		{name: "one of each", damage: []string{"g:m", "g:h", "i:X:m", "g:f"},
@@ -76,7 +78,9 @@ func TestPostgresPartialLossKeepsTheLimits(t *testing.T) {
 		{name: "buckets truncated", limits: perMinute, damage: []string{"TRUNCATE pgthrottle_buckets"}},
 		{name: "flights truncated", limits: perMinute, damage: []string{"TRUNCATE pgthrottle_flights"}},
 		{name: "global minute buckets deleted", limits: perMinute,
-			damage: []string{"DELETE FROM pgthrottle_buckets WHERE scope = '' AND width = 1"}},
+			damage: []string{"DELETE FROM pgthrottle_buckets WHERE scope = '' AND width_ms = 1000"}},
+		{name: "global day buckets deleted", limits: perDay,
+			damage: []string{"DELETE FROM pgthrottle_buckets WHERE scope = '' AND width_ms = 900000"}},
 		{name: "one flight deleted", limits: perMinute,
 			damage: []string{"DELETE FROM pgthrottle_flights WHERE id = (SELECT min(id) FROM pgthrottle_flights)"}},
 	} {

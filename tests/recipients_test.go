@@ -21,8 +21,8 @@ import (
 // Issue 31: recipients as the throttle's unit, and the per-second and
 // per-day windows. Most run the memory backend on both databases, on a
 // fake clock; TestRecipientsOnSharedBackends runs the unit on postgres and
-// redis. The shared backends do not keep the second and the day yet, and
-// the configuration refuses them there (TestSecondAndDayRefusedOnSharedBackend).
+// redis, and TestSecondAndDayOnSharedBackends the second and the day there,
+// on the real clock (the backends keep their own).
 
 // startOnClock starts a server on driver whose time is clock, with cfg
 // changed by change.
@@ -413,30 +413,172 @@ func TestRecipientsOnSharedBackends(t *testing.T) {
 	}
 }
 
-// TestSecondAndDayRefusedOnSharedBackend: a shared backend keeps the
-// minute and the hour; the configuration refuses the windows it would not
-// keep, naming each variable, and an inbox's per_day is a 422 there.
-func TestSecondAndDayRefusedOnSharedBackend(t *testing.T) {
+// TestSecondAndDayConfigOnSharedBackend: the shared backends keep the
+// second and the day, so the configuration takes the three variables with
+// THROTTLE_BACKEND=redis or postgres; it still refuses
+// SES_LIMITS_FROM_ACCOUNT there, naming it: each server re-reading SES's
+// quota on its own would change limits the servers must agree on.
+func TestSecondAndDayConfigOnSharedBackend(t *testing.T) {
 	t.Parallel()
-	cfg := apptest.Config(t, "sqlite")
-	cfg.ThrottleBackend, cfg.RedisURL = "redis", "redis://127.0.0.1:6379/0"
-	cfg.ThrottleUnit, cfg.SendRateLimitPerSecond, cfg.SendRateLimitPerDay, cfg.InboxSendRateLimitPerDay = "recipient", 1, 1, 1
-	err := cfg.Validate()
-	for _, v := range []string{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", "GLOBAL_SEND_RATE_LIMIT_PER_DAY", "INBOX_SEND_RATE_LIMIT_PER_DAY"} {
-		if err == nil || !strings.Contains(err.Error(), v+": is kept by THROTTLE_BACKEND=memory only") {
-			t.Errorf("Validate() = %v, want it to name %s", err, v)
-		}
+	for _, backend := range sharedBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			cfg := apptest.Config(t, "postgres")
+			cfg.ThrottleBackend, cfg.RedisURL = backend, "redis://127.0.0.1:6379/0"
+			cfg.ThrottleUnit, cfg.SendRateLimitPerSecond, cfg.SendRateLimitPerDay, cfg.InboxSendRateLimitPerDay = "recipient", 1, 1, 1
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate() = %v, want the second and the day taken on %s", err, backend)
+			}
+			cfg.EmailProvider, cfg.SESLimitsFromAccount = "ses", true
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), "SES_LIMITS_FROM_ACCOUNT: is for THROTTLE_BACKEND=memory only") {
+				t.Fatalf("Validate() = %v, want SES_LIMITS_FROM_ACCOUNT refused on %s", err, backend)
+			}
+			for _, v := range []string{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", "GLOBAL_SEND_RATE_LIMIT_PER_DAY", "INBOX_SEND_RATE_LIMIT_PER_DAY"} {
+				if strings.Contains(err.Error(), v) {
+					t.Errorf("Validate() = %v: %s is kept by every backend", err, v)
+				}
+			}
+		})
 	}
-	if err != nil && strings.Contains(err.Error(), "THROTTLE_UNIT") {
-		t.Errorf("Validate() = %v: THROTTLE_UNIT=recipient is kept by every backend", err)
-	}
-	s := startDefault(t, "postgres", func(c *config.Config) {
-		c.ThrottleBackend, c.RedisURL, c.RedisKeyPrefix = "redis", redistest.URL(), redistest.Prefix(t)
-	})
-	a := s.createInbox(t, "a")
-	r := s.do(t, "PATCH", "/v1/inboxes/"+a, map[string]any{"rate_limit": map[string]any{"per_day": 5}})
-	mustStatus(t, r, http.StatusUnprocessableEntity)
-	if !strings.Contains(string(r.Body), `"per_day"`) {
-		t.Errorf("422 %s does not name per_day", r.Body)
+}
+
+// TestSecondAndDayOnSharedBackends: the second and the day hold across
+// two servers sharing postgres or redis. At 5 recipients a second, 200
+// concurrent sends of one recipient, split across both servers, admit
+// exactly 5, twice (once the second has passed), and the relay's receipt
+// times never show 6 within 1 s. At 3 a day, the fourth send is refused
+// by the day alone, with a Retry-After of about a day; an inbox's per_day
+// is taken by PATCH and met. On the real clock: the backends keep their
+// own.
+func TestSecondAndDayOnSharedBackends(t *testing.T) {
+	t.Parallel()
+	for _, backend := range sharedBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			t.Run("second", func(t *testing.T) {
+				t.Parallel()
+				mx := smtptest.Start(t)
+				cfg := baseConfig(t, "postgres", mx)
+				cfg.ThrottleBackend, cfg.ThrottleUnit, cfg.SendRateLimitPerSecond = backend, "recipient", 5
+				cfg.RedisURL, cfg.RedisKeyPrefix = redistest.URL(), redistest.Prefix(t)
+				one := &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
+				two := &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
+				a := one.createInbox(t, "a")
+				servers := []*server{one, two}
+				// The relay holds each wave's admitted sends until the
+				// other 195 are answered: in flight, they fill the second
+				// however long two servers under -race take to answer 200
+				// requests (on the real clock, a wave that outlasts the
+				// second may rightly admit more: 9 did, unheld).
+				wave := func() (admitted int) {
+					var (
+						mu      sync.Mutex
+						wg      sync.WaitGroup
+						refused int
+					)
+					hold := mx.HoldAt(smtptest.BeforeReply)
+					defer hold.Release()
+					for i := range 200 {
+						wg.Go(func() {
+							r := servers[i%2].send(t, a, fmt.Sprintf("r%d@customer.test", i))
+							mu.Lock()
+							defer mu.Unlock()
+							switch r.Status {
+							case http.StatusCreated:
+								admitted++
+							case http.StatusTooManyRequests:
+								refused++
+								if v := r.JSON(t)["violated"]; fmt.Sprint(v) != "[per-second]" {
+									t.Errorf("refused by %v, want [per-second]", v)
+								}
+							default:
+								t.Errorf("status %d: %s", r.Status, r.Body)
+							}
+						})
+					}
+					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+						mu.Lock()
+						answered := refused + admitted
+						mu.Unlock()
+						if answered >= 195 {
+							break
+						}
+					}
+					hold.Release()
+					wg.Wait()
+					return admitted
+				}
+				if n := wave(); n != 5 {
+					t.Fatalf("first wave across two servers: %d admitted, want 5", n)
+				}
+				// Wait, on the real clock, until the window has emptied
+				// on both servers: their sends are committed and their
+				// buckets have left.
+				deadline := time.Now().Add(10 * time.Second)
+				for _, s := range servers {
+					for {
+						w := s.do(t, "GET", "/v1/rate-limit", nil).JSON(t)["per_second"].(map[string]any)
+						if w["used"] == float64(0) && w["in_flight"] == float64(0) {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("per_second still %v after 10 s", w)
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+				if n := wave(); n != 5 {
+					t.Fatalf("second wave across two servers: %d admitted, want 5", n)
+				}
+				msgs := mx.Messages()
+				if len(msgs) != 10 {
+					t.Fatalf("relay got %d messages, want 10", len(msgs))
+				}
+				times := make([]time.Time, len(msgs))
+				for i, m := range msgs {
+					times[i] = m.Received
+				}
+				slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+				for i := range times {
+					if i+5 < len(times) && times[i+5].Sub(times[i]) < time.Second {
+						t.Fatalf("6 messages within %v at the relay (from %v), limit 5 a second", times[i+5].Sub(times[i]), times[i])
+					}
+				}
+			})
+			t.Run("day", func(t *testing.T) {
+				t.Parallel()
+				mx := smtptest.Start(t)
+				cfg := baseConfig(t, "postgres", mx)
+				cfg.ThrottleBackend, cfg.ThrottleUnit, cfg.SendRateLimitPerDay = backend, "recipient", 3
+				cfg.RedisURL, cfg.RedisKeyPrefix = redistest.URL(), redistest.Prefix(t)
+				one := &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
+				two := &server{Server: apptest.Start(t, cfg), SMTP: mx, cfg: cfg}
+				a, b := one.createInbox(t, "a"), one.createInbox(t, "b")
+				r := one.do(t, "PATCH", "/v1/inboxes/"+b, map[string]any{"rate_limit": map[string]any{"per_day": 1}})
+				mustStatus(t, r, http.StatusOK)
+				mustStatus(t, two.send(t, b, "x@customer.test"), http.StatusCreated)
+				r = one.send(t, b, "y@customer.test")
+				mustStatus(t, r, http.StatusTooManyRequests)
+				if v := fmt.Sprint(r.JSON(t)["violated"]); v != "[inbox-per-day]" {
+					t.Fatalf("inbox b's second send: refused by %s, want [inbox-per-day]; %s", v, r.Body)
+				}
+				mustStatus(t, one.send(t, a, "p@customer.test"), http.StatusCreated)
+				mustStatus(t, two.send(t, a, "q@customer.test"), http.StatusCreated)
+				r = one.send(t, a, "r@customer.test")
+				mustStatus(t, r, http.StatusTooManyRequests)
+				if v := fmt.Sprint(r.JSON(t)["violated"]); v != "[per-day]" {
+					t.Fatalf("the fourth send: refused by %s, want [per-day]; %s", v, r.Body)
+				}
+				// The first send leaves 24 h after the end of its 15 min
+				// bucket: the day, not the hour, refused it.
+				if retry, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || retry < 86400-60 || retry > 86400+15*60+1 {
+					t.Errorf("Retry-After = %q, want about a day", r.Header.Get("Retry-After"))
+				}
+				if n := relayRecipients(mx); n != 3 {
+					t.Fatalf("relay has %d recipients, want 3", n)
+				}
+			})
+		})
 	}
 }

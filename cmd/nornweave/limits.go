@@ -20,10 +20,13 @@ import (
 // limitVars are the variables `limits set` changes, with the field of the
 // identity each is.
 var limitVars = map[string]func(*store.ThrottleIdentity) *int{
+	"GLOBAL_SEND_RATE_LIMIT_PER_SECOND": func(id *store.ThrottleIdentity) *int { return &id.GlobalPerSecond },
 	"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE": func(id *store.ThrottleIdentity) *int { return &id.GlobalPerMinute },
 	"GLOBAL_SEND_RATE_LIMIT_PER_HOUR":   func(id *store.ThrottleIdentity) *int { return &id.GlobalPerHour },
+	"GLOBAL_SEND_RATE_LIMIT_PER_DAY":    func(id *store.ThrottleIdentity) *int { return &id.GlobalPerDay },
 	"INBOX_SEND_RATE_LIMIT_PER_MINUTE":  func(id *store.ThrottleIdentity) *int { return &id.InboxPerMinute },
 	"INBOX_SEND_RATE_LIMIT_PER_HOUR":    func(id *store.ThrottleIdentity) *int { return &id.InboxPerHour },
+	"INBOX_SEND_RATE_LIMIT_PER_DAY":     func(id *store.ThrottleIdentity) *int { return &id.InboxPerDay },
 }
 
 // limits prints the throttle the servers on the database share, or with
@@ -71,8 +74,9 @@ func setLimits(ctx context.Context, st *store.Store, id store.ThrottleIdentity, 
 		name, value, ok := strings.Cut(c, "=")
 		field := limitVars[strings.ToUpper(name)]
 		if !ok || field == nil {
-			return nil, fmt.Errorf("%q: want VARIABLE=N with one of GLOBAL_SEND_RATE_LIMIT_PER_MINUTE, "+
-				"GLOBAL_SEND_RATE_LIMIT_PER_HOUR, INBOX_SEND_RATE_LIMIT_PER_MINUTE, INBOX_SEND_RATE_LIMIT_PER_HOUR", c)
+			return nil, fmt.Errorf("%q: want VARIABLE=N with one of GLOBAL_SEND_RATE_LIMIT_PER_SECOND, "+
+				"GLOBAL_SEND_RATE_LIMIT_PER_MINUTE, GLOBAL_SEND_RATE_LIMIT_PER_HOUR, GLOBAL_SEND_RATE_LIMIT_PER_DAY, "+
+				"INBOX_SEND_RATE_LIMIT_PER_MINUTE, INBOX_SEND_RATE_LIMIT_PER_HOUR, INBOX_SEND_RATE_LIMIT_PER_DAY", c)
 		}
 		n, err := strconv.Atoi(value)
 		if err != nil || n < 0 {
@@ -94,8 +98,10 @@ func printIdentity(w io.Writer, id *store.ThrottleIdentity) {
 	if id.Backend == "redis" {
 		fmt.Fprintf(w, "REDIS_URL=redis://%s (credentials not shown)\nREDIS_KEY_PREFIX=%s\n", id.RedisTarget, id.RedisPrefix)
 	}
-	fmt.Fprintf(w, "GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=%d\nGLOBAL_SEND_RATE_LIMIT_PER_HOUR=%d\n", id.GlobalPerMinute, id.GlobalPerHour)
+	fmt.Fprintf(w, "GLOBAL_SEND_RATE_LIMIT_PER_SECOND=%d\nGLOBAL_SEND_RATE_LIMIT_PER_MINUTE=%d\n", id.GlobalPerSecond, id.GlobalPerMinute)
+	fmt.Fprintf(w, "GLOBAL_SEND_RATE_LIMIT_PER_HOUR=%d\nGLOBAL_SEND_RATE_LIMIT_PER_DAY=%d\n", id.GlobalPerHour, id.GlobalPerDay)
 	fmt.Fprintf(w, "INBOX_SEND_RATE_LIMIT_PER_MINUTE=%d\nINBOX_SEND_RATE_LIMIT_PER_HOUR=%d\n", id.InboxPerMinute, id.InboxPerHour)
+	fmt.Fprintf(w, "INBOX_SEND_RATE_LIMIT_PER_DAY=%d\n", id.InboxPerDay)
 	if id.SendTimeoutMS > 0 {
 		fmt.Fprintf(w, "SEND_TIMEOUT=%s\nSEND_RETRY_DEADLINE=%s\n", time.Duration(id.SendTimeoutMS)*time.Millisecond,
 			time.Duration(id.SendRetryDeadlineMS)*time.Millisecond)

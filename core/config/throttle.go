@@ -84,22 +84,13 @@ func (c Config) validateThrottle() []error {
 	if c.SESLimitsFromAccount && c.EmailProvider != "ses" {
 		bad("SES_LIMITS_FROM_ACCOUNT", "reads the limits of the SES account EMAIL_PROVIDER=ses sends through (EMAIL_PROVIDER is %q)", c.EmailProvider)
 	}
-	// The shared backends keep the minute and the hour; a window they
-	// would ignore is refused rather than silently not kept.
-	if c.SharedThrottle() {
-		for _, v := range []struct {
-			name string
-			set  bool
-		}{
-			{"GLOBAL_SEND_RATE_LIMIT_PER_SECOND", c.SendRateLimitPerSecond != 0},
-			{"GLOBAL_SEND_RATE_LIMIT_PER_DAY", c.SendRateLimitPerDay != 0},
-			{"INBOX_SEND_RATE_LIMIT_PER_DAY", c.InboxSendRateLimitPerDay != 0},
-			{"SES_LIMITS_FROM_ACCOUNT", c.SESLimitsFromAccount},
-		} {
-			if v.set {
-				bad(v.name, "is kept by THROTTLE_BACKEND=memory only for now; the %s backend keeps the per-minute and per-hour windows", c.ThrottleBackend)
-			}
-		}
+	// Servers sharing a backend must agree on its limits (the throttle
+	// identity); each re-reading SES's quota on its own hour would change
+	// them under the others, so the shared backends take the limits from
+	// the configuration and `nornweave limits set` only.
+	if c.SharedThrottle() && c.SESLimitsFromAccount {
+		bad("SES_LIMITS_FROM_ACCOUNT", "is for THROTTLE_BACKEND=memory only: servers sharing the %s backend must agree "+
+			"on its limits; set them from `nornweave limits from-ses` with `nornweave limits set`", c.ThrottleBackend)
 	}
 	return errs
 }

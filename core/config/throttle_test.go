@@ -31,6 +31,22 @@ func TestValidateThrottle(t *testing.T) {
 		{"redis allowing eviction", func(c *Config) { c.ThrottleBackend, c.RedisAllowEviction = "redis", true }, ""},
 		{"eviction allowed without redis", func(c *Config) { c.RedisAllowEviction = true }, "REDIS_ALLOW_EVICTION"},
 		{"unknown fail policy", func(c *Config) { c.ThrottleFail = "ajar" }, "THROTTLE_FAIL"},
+		// The shared backends keep the second and the day as the memory
+		// one does; only SES's quota re-read by each server is refused.
+		{"second and day on redis", func(c *Config) {
+			c.ThrottleBackend, c.SendRateLimitPerSecond, c.SendRateLimitPerDay, c.InboxSendRateLimitPerDay = "redis", 14, 50000, 500
+		}, ""},
+		{"second and day on postgres", func(c *Config) {
+			c.DBDriver, c.DatabaseURL, c.ThrottleBackend = "postgres", "postgres://x/y", "postgres"
+			c.SendRateLimitPerSecond, c.SendRateLimitPerDay, c.InboxSendRateLimitPerDay = 14, 50000, 500
+		}, ""},
+		{"SES limits on redis", func(c *Config) {
+			c.ThrottleBackend, c.EmailProvider, c.SESLimitsFromAccount = "redis", "ses", true
+		}, "SES_LIMITS_FROM_ACCOUNT: is for THROTTLE_BACKEND=memory only"},
+		{"SES limits on postgres", func(c *Config) {
+			c.DBDriver, c.DatabaseURL, c.ThrottleBackend = "postgres", "postgres://x/y", "postgres"
+			c.EmailProvider, c.SESLimitsFromAccount = "ses", true
+		}, "SES_LIMITS_FROM_ACCOUNT: is for THROTTLE_BACKEND=memory only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

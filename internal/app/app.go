@@ -230,7 +230,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 	}
 	a.api = api.New(api.Options{
 		Webhooks: a.hooks, HooksOut: a.hooksOut, RespondAsync: cfg.SendRespondAsync,
-		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Unit: a.unit, SharedThrottle: cfg.SharedThrottle(), Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
+		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Unit: a.unit, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AllowedHosts:           cfg.AllowedHostList(),

@@ -31,8 +31,10 @@ const joinWait = 10 * time.Second
 // identityOf is the identity cfg gives this server's throttle.
 func identityOf(cfg config.Config) store.ThrottleIdentity {
 	id := store.ThrottleIdentity{Backend: cfg.ThrottleBackend,
-		GlobalPerMinute: cfg.SendRateLimitPerMinute, GlobalPerHour: cfg.SendRateLimitPerHour,
-		InboxPerMinute: cfg.InboxSendRateLimitPerMinute, InboxPerHour: cfg.InboxSendRateLimitPerHour}
+		GlobalPerSecond: cfg.SendRateLimitPerSecond, GlobalPerMinute: cfg.SendRateLimitPerMinute,
+		GlobalPerHour: cfg.SendRateLimitPerHour, GlobalPerDay: cfg.SendRateLimitPerDay,
+		InboxPerMinute: cfg.InboxSendRateLimitPerMinute, InboxPerHour: cfg.InboxSendRateLimitPerHour,
+		InboxPerDay: cfg.InboxSendRateLimitPerDay}
 	if !cfg.SharedThrottle() {
 		id.Backend = "memory"
 	} else {
@@ -81,10 +83,13 @@ func differences(mine, theirs store.ThrottleIdentity) []disagreement {
 		}
 	}
 	add("THROTTLE_BACKEND", mine.Backend, theirs.Backend)
+	add("GLOBAL_SEND_RATE_LIMIT_PER_SECOND", mine.GlobalPerSecond, theirs.GlobalPerSecond)
 	add("GLOBAL_SEND_RATE_LIMIT_PER_MINUTE", mine.GlobalPerMinute, theirs.GlobalPerMinute)
 	add("GLOBAL_SEND_RATE_LIMIT_PER_HOUR", mine.GlobalPerHour, theirs.GlobalPerHour)
+	add("GLOBAL_SEND_RATE_LIMIT_PER_DAY", mine.GlobalPerDay, theirs.GlobalPerDay)
 	add("INBOX_SEND_RATE_LIMIT_PER_MINUTE", mine.InboxPerMinute, theirs.InboxPerMinute)
 	add("INBOX_SEND_RATE_LIMIT_PER_HOUR", mine.InboxPerHour, theirs.InboxPerHour)
+	add("INBOX_SEND_RATE_LIMIT_PER_DAY", mine.InboxPerDay, theirs.InboxPerDay)
 	// The lease: how long another server waits out a send of this one.
 	add("SEND_TIMEOUT", msDuration(mine.SendTimeoutMS), msDuration(theirs.SendTimeoutMS))
 	add("SEND_RETRY_DEADLINE", msDuration(mine.SendRetryDeadlineMS), msDuration(theirs.SendRetryDeadlineMS))

@@ -80,8 +80,9 @@ func (w *watcher) check() {
 	if len(diffs) == 0 {
 		return
 	}
-	w.target.SetLimits(throttle.Limits{PerMinute: id.GlobalPerMinute, PerHour: id.GlobalPerHour},
-		throttle.Limits{PerMinute: id.InboxPerMinute, PerHour: id.InboxPerHour})
+	w.target.SetLimits(throttle.Limits{PerSecond: id.GlobalPerSecond, PerMinute: id.GlobalPerMinute,
+		PerHour: id.GlobalPerHour, PerDay: id.GlobalPerDay},
+		throttle.Limits{PerMinute: id.InboxPerMinute, PerHour: id.InboxPerHour, PerDay: id.InboxPerDay})
 	w.limits = *id
 	for _, d := range diffs {
 		w.logger.Warn("throttle limits changed", slog.String("variable", d.variable), slog.String("was", d.theirs),

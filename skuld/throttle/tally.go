@@ -20,8 +20,8 @@ func NewTally(lim Limits, now int64) *Tally {
 // SetLimits changes the limits; what is counted stays counted.
 func (t *Tally) SetLimits(lim Limits) { t.s.setLimits(lim) }
 
-// Add counts n sends in bucket b of the window of span sp (1 s buckets
-// for Minute, 1 min for Hour), read at now. A bucket already wholly
+// Add counts n sends in bucket b of the window of span sp (100 ms buckets
+// for Second, 1 s for Minute, 1 min for Hour, 15 min for Day), read at now. A bucket already wholly
 // outside the window counts nothing; one after now's counts as now's.
 func (t *Tally) Add(sp Span, now, b int64, n int) { t.s.rings[sp].add(now, b, n) }
 

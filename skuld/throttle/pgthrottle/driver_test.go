@@ -22,7 +22,11 @@ func TestDriver(t *testing.T) {
 				},
 				drivertest.Buckets:      func(t *testing.T) { exec(t, db, `TRUNCATE pgthrottle_buckets`) },
 				drivertest.Flights:      func(t *testing.T) { exec(t, db, `TRUNCATE pgthrottle_flights`) },
-				drivertest.GlobalMinute: func(t *testing.T) { exec(t, db, `DELETE FROM pgthrottle_buckets WHERE scope = '' AND width = 1`) },
+				drivertest.GlobalMinute: func(t *testing.T) { exec(t, db, `DELETE FROM pgthrottle_buckets WHERE scope = '' AND width_ms = 1000`) },
+				drivertest.GlobalSecond: func(t *testing.T) { exec(t, db, `DELETE FROM pgthrottle_buckets WHERE scope = '' AND width_ms = 100`) },
+				drivertest.InboxDay: func(t *testing.T) {
+					exec(t, db, `DELETE FROM pgthrottle_buckets WHERE scope = 'a' AND width_ms = 900000`)
+				},
 				drivertest.InboxFlight: func(t *testing.T) {
 					exec(t, db, `DELETE FROM pgthrottle_flights WHERE id = (SELECT max(id) FROM pgthrottle_flights WHERE scope = 'a')`)
 				},

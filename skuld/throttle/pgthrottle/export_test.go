@@ -8,3 +8,6 @@ import (
 
 // NewDriver returns the driver alone, for the driver conformance suite.
 func NewDriver(pool *pgxpool.Pool) throttledriver.Driver { return &driver{pool: pool} }
+
+// Schema is schema.sql, for the test that applies it twice.
+var Schema = schema

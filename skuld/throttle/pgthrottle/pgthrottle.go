@@ -26,7 +26,7 @@ var schema string
 
 // Version is the version of schema.sql; Migrate records it. Raise it with
 // every change to schema.sql.
-const Version = 4
+const Version = 5
 
 // errLost is the SQLSTATE the functions raise when the state is gone.
 const errLost = "NWT01"
@@ -88,13 +88,14 @@ func lost(err error) error {
 func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []throttledriver.Ask) (*throttledriver.Batch, error) {
 	n := len(asks)
 	scopes, leases, ns := make([]string, n), make([]int64, n), make([]int32, n)
-	mins, hours := make([]int32, n), make([]int32, n)
+	mins, hours, days := make([]int32, n), make([]int32, n), make([]int32, n)
 	for i, a := range asks {
 		scopes[i], leases[i], ns[i] = a.Inbox, int64(a.Lease), int32(a.Slots())
-		mins[i], hours[i] = int32(a.Limits.PerMinute), int32(a.Limits.PerHour)
+		mins[i], hours[i], days[i] = int32(a.Limits.PerMinute), int32(a.Limits.PerHour), int32(a.Limits.PerDay)
 	}
-	rows, err := d.pool.Query(ctx, `SELECT * FROM pgthrottle_reserve($1, $2, $3, $4, $5, $6, $7)`,
-		scopes, leases, ns, int32(global.PerMinute), int32(global.PerHour), mins, hours)
+	rows, err := d.pool.Query(ctx, `SELECT * FROM pgthrottle_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		scopes, leases, ns, int32(global.PerSecond), int32(global.PerMinute), int32(global.PerHour), int32(global.PerDay),
+		mins, hours, days)
 	if err != nil {
 		return nil, lost(err)
 	}
@@ -120,29 +121,30 @@ type reserveExtra struct {
 	ids      []int64
 }
 
-// scanScopes reads rows of (scope, now, minute buckets, their sends, hour
-// buckets, their sends, flight ids, their deadlines, their slots[,
-// admitted, ids]) into
-// raw; the global scope is the row of scope ”. extra, if set, gets the
-// last two columns of the global row.
+// scanScopes reads rows of (scope, now, second buckets, their sends,
+// minute buckets, their sends, hour buckets, their sends, day buckets,
+// their sends, flight ids, their deadlines, their slots[, admitted, ids])
+// into raw; the global scope is the row of scope "". extra, if set, gets
+// the last two columns of the global row.
 func scanScopes(rows pgx.Rows, raw *throttledriver.Raw, extra func(*reserveExtra)) error {
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			scope          string
-			now            int64
-			mb, mn, hb, hn []int64
-			fid, fdl, fn   []int64
-			x              reserveExtra
+			scope                          string
+			now                            int64
+			sb, sn, mb, mn, hb, hn, db, dn []int64
+			fid, fdl, fn                   []int64
+			x                              reserveExtra
 		)
-		dest := []any{&scope, &now, &mb, &mn, &hb, &hn, &fid, &fdl, &fn}
+		dest := []any{&scope, &now, &sb, &sn, &mb, &mn, &hb, &hn, &db, &dn, &fid, &fdl, &fn}
 		if extra != nil {
 			dest = append(dest, &x.admitted, &x.ids)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		s := &throttledriver.RawScope{Minute: buckets(mb, mn), Hour: buckets(hb, hn)}
+		s := &throttledriver.RawScope{Second: buckets(sb, sn), Minute: buckets(mb, mn), Hour: buckets(hb, hn),
+			Day: buckets(db, dn)}
 		for i := range min(len(fid), len(fdl), len(fn)) {
 			s.Flights = append(s.Flights, throttledriver.Flight{ID: fid[i], Deadline: fdl[i], N: int(fn[i])})
 		}
@@ -184,8 +186,9 @@ func (d *driver) Settle(ctx context.Context, ss []throttledriver.Settlement) err
 // state is lost or incomplete. It takes no lock and writes nothing.
 const readSQL = `WITH n AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::BIGINT AS t),
 s(scope) AS (SELECT ''::TEXT UNION ALL SELECT $1::TEXT WHERE $1::TEXT <> '')
-SELECT s.scope, n.t, r.mb, r.mn, r.hb, r.hn, r.fid, r.fdl, r.fn
-FROM s, n, LATERAL pgthrottle_scope(s.scope, (n.t - 60000000000) / 1000000000, (n.t - 3600000000000) / 60000000000) r
+SELECT s.scope, n.t, r.sb, r.sn, r.mb, r.mn, r.hb, r.hn, r.db, r.dn, r.fid, r.fdl, r.fn
+FROM s, n, LATERAL pgthrottle_scope(s.scope, (n.t - 1000000000) / 100000000, (n.t - 60000000000) / 1000000000,
+	(n.t - 3600000000000) / 60000000000, (n.t - 86400000000000) / 900000000000) r
 WHERE pgthrottle_check()`
 
 // Read implements throttledriver.Driver.

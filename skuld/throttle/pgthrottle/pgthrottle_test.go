@@ -51,6 +51,7 @@ func TestConformance(t *testing.T) {
 			Stall:   proxy.Hold,
 			Shared:  true,
 			Weights: true,
+			Spans:   true,
 		}
 	})
 }

@@ -4,21 +4,48 @@
 -- run again.
 --
 -- The window rule, as the in-memory limiter's rings keep it: a bucket b of
--- width w seconds counts while b >= floor((now - span) / w); a window is
+-- width w counts while b >= floor((now - span) / w); a window is
 -- full when its counted sends plus the reservations in flight reach a
 -- non-zero limit; a reservation past its deadline counts as a send made at
 -- its deadline. The Go side evaluates the state these functions read, in
 -- the same statement, for every number a client sees.
 
 -- Sends counted per bucket. scope is '' for the global windows, else the
--- sending inbox's address; width is 1 (the minute window) or 60 (the hour).
+-- sending inbox's address; width_ms is the bucket's width in milliseconds:
+-- 100 (the second window), 1000 (the minute), 60000 (the hour) or 900000
+-- (the day); bucket is floor(ns / width): the index the Go side reads.
 CREATE TABLE IF NOT EXISTS pgthrottle_buckets (
-    scope  TEXT    NOT NULL,
-    width  BIGINT  NOT NULL,
-    bucket BIGINT  NOT NULL,
-    sends  INTEGER NOT NULL,
-    PRIMARY KEY (scope, width, bucket)
+    scope    TEXT    NOT NULL,
+    width_ms BIGINT  NOT NULL,
+    bucket   BIGINT  NOT NULL,
+    sends    INTEGER NOT NULL,
+    PRIMARY KEY (scope, width_ms, bucket)
 );
+
+-- Versions before 5 kept the width in seconds (1 and 60), which 100 ms
+-- does not fit. Once, while the column still has its old name, the rows
+-- are converted in place, not dropped: the same buckets, their widths in
+-- ms. The second and the day did not exist; they are filled from the
+-- buckets kept, on the safe side: a second's sends count in its last
+-- 100 ms bucket (they leave no sooner than they did), a minute's in the
+-- 15 minutes that hold it (exactly). The day holds only what the backend
+-- kept, the last hour: a deployment that starts counting the day on a
+-- shared backend counts it from there. An UPDATE is not a DELETE: the
+-- guard below does not fire.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_schema = current_schema() AND table_name = 'pgthrottle_buckets' AND column_name = 'width') THEN
+        ALTER TABLE pgthrottle_buckets RENAME COLUMN width TO width_ms;
+        UPDATE pgthrottle_buckets SET width_ms = width_ms * 1000;
+        INSERT INTO pgthrottle_buckets (scope, width_ms, bucket, sends)
+        SELECT b.scope, 100, b.bucket * 10 + 9, b.sends FROM pgthrottle_buckets b WHERE b.width_ms = 1000
+        UNION ALL
+        SELECT b.scope, 900000, b.bucket / 15, sum(b.sends) FROM pgthrottle_buckets b WHERE b.width_ms = 60000
+            GROUP BY b.scope, b.bucket / 15;
+    END IF;
+END
+$$;
 
 -- A reservation in flight, of n slots (one send, or a block of spares;
 -- each commit or release takes one): when deadline_ns passes with slots
@@ -76,8 +103,8 @@ BEGIN
 END
 $$;
 
--- pgthrottle_count counts one send per element, at p_times[i] (ns), in the
--- global windows and in those of p_scopes[i] ('' for none).
+-- pgthrottle_count counts one send per element, at p_times[i] (ns), in
+-- every window of the global scope and of p_scopes[i] ('' for none).
 --
 -- This and pgthrottle_scope are PL/pgSQL, not SQL, for speed: PostgreSQL
 -- before 18 plans a SQL function's body again on every call it cannot
@@ -86,35 +113,47 @@ CREATE OR REPLACE FUNCTION pgthrottle_count(p_scopes TEXT[], p_times BIGINT[]) R
 BEGIN
     WITH s AS (SELECT * FROM unnest(p_scopes, p_times) AS s(scope, t)),
     ev AS (SELECT ''::TEXT AS scope, s.t FROM s UNION ALL SELECT s.scope, s.t FROM s WHERE s.scope <> '')
-    INSERT INTO pgthrottle_buckets AS pb (scope, width, bucket, sends)
-    SELECT ev.scope, w.w, ev.t / (w.w * 1000000000), count(*) FROM ev CROSS JOIN (VALUES (1::BIGINT), (60::BIGINT)) AS w(w)
+    INSERT INTO pgthrottle_buckets AS pb (scope, width_ms, bucket, sends)
+    SELECT ev.scope, w.w, ev.t / (w.w * 1000000), count(*) FROM ev
+        CROSS JOIN (VALUES (100::BIGINT), (1000::BIGINT), (60000::BIGINT), (900000::BIGINT)) AS w(w)
     GROUP BY 1, 2, 3
-    ON CONFLICT (scope, width, bucket) DO UPDATE SET sends = pb.sends + EXCLUDED.sends;
+    ON CONFLICT (scope, width_ms, bucket) DO UPDATE SET sends = pb.sends + EXCLUDED.sends;
 END
 $$;
 
 -- pgthrottle_scope reads one scope ('' for the global one) at bucket
--- bounds p_lo_m and p_lo_h: its buckets still inside each window with their
--- sends and the sums, and its reservations (every one, for the global
--- scope) with their slots, and the slots' sum. STABLE and one statement:
--- it reads in its caller's snapshot. (Version 3 added the slots: the
--- functions of version 2 are dropped first, as their results changed.)
+-- bounds p_lo_s, p_lo_m, p_lo_h and p_lo_d (second, minute, hour, day):
+-- its buckets still inside each window with their sends and the sums, and
+-- its reservations (every one, for the global scope) with their slots, and
+-- the slots' sum. STABLE and one statement: it reads in its caller's
+-- snapshot. (Version 3 added the slots, version 5 the second and the day:
+-- the functions of the versions before are dropped first, as their
+-- results changed.)
 DROP FUNCTION IF EXISTS pgthrottle_scope(TEXT, BIGINT, BIGINT);
 DROP FUNCTION IF EXISTS pgthrottle_reserve(TEXT[], BIGINT[], INTEGER, INTEGER, INTEGER[], INTEGER[]);
-CREATE OR REPLACE FUNCTION pgthrottle_scope(p_scope TEXT, p_lo_m BIGINT, p_lo_h BIGINT,
-    OUT mb BIGINT[], OUT mn BIGINT[], OUT sm BIGINT, OUT hb BIGINT[], OUT hn BIGINT[], OUT sh BIGINT,
+DROP FUNCTION IF EXISTS pgthrottle_reserve(TEXT[], BIGINT[], INTEGER[], INTEGER, INTEGER, INTEGER[], INTEGER[]);
+CREATE OR REPLACE FUNCTION pgthrottle_scope(p_scope TEXT, p_lo_s BIGINT, p_lo_m BIGINT, p_lo_h BIGINT, p_lo_d BIGINT,
+    OUT sb BIGINT[], OUT sn BIGINT[], OUT ss BIGINT, OUT mb BIGINT[], OUT mn BIGINT[], OUT sm BIGINT,
+    OUT hb BIGINT[], OUT hn BIGINT[], OUT sh BIGINT, OUT db BIGINT[], OUT dn BIGINT[], OUT sd BIGINT,
     OUT fid BIGINT[], OUT fdl BIGINT[], OUT fn BIGINT[], OUT nf BIGINT)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    SELECT array_agg(b.bucket ORDER BY b.bucket) FILTER (WHERE b.width = 1),
-           array_agg(b.sends::BIGINT ORDER BY b.bucket) FILTER (WHERE b.width = 1),
-           coalesce(sum(b.sends) FILTER (WHERE b.width = 1), 0),
-           array_agg(b.bucket ORDER BY b.bucket) FILTER (WHERE b.width = 60),
-           array_agg(b.sends::BIGINT ORDER BY b.bucket) FILTER (WHERE b.width = 60),
-           coalesce(sum(b.sends) FILTER (WHERE b.width = 60), 0)
-    INTO mb, mn, sm, hb, hn, sh
+    SELECT array_agg(b.bucket ORDER BY b.bucket) FILTER (WHERE b.width_ms = 100),
+           array_agg(b.sends::BIGINT ORDER BY b.bucket) FILTER (WHERE b.width_ms = 100),
+           coalesce(sum(b.sends) FILTER (WHERE b.width_ms = 100), 0),
+           array_agg(b.bucket ORDER BY b.bucket) FILTER (WHERE b.width_ms = 1000),
+           array_agg(b.sends::BIGINT ORDER BY b.bucket) FILTER (WHERE b.width_ms = 1000),
+           coalesce(sum(b.sends) FILTER (WHERE b.width_ms = 1000), 0),
+           array_agg(b.bucket ORDER BY b.bucket) FILTER (WHERE b.width_ms = 60000),
+           array_agg(b.sends::BIGINT ORDER BY b.bucket) FILTER (WHERE b.width_ms = 60000),
+           coalesce(sum(b.sends) FILTER (WHERE b.width_ms = 60000), 0),
+           array_agg(b.bucket ORDER BY b.bucket) FILTER (WHERE b.width_ms = 900000),
+           array_agg(b.sends::BIGINT ORDER BY b.bucket) FILTER (WHERE b.width_ms = 900000),
+           coalesce(sum(b.sends) FILTER (WHERE b.width_ms = 900000), 0)
+    INTO sb, sn, ss, mb, mn, sm, hb, hn, sh, db, dn, sd
     FROM pgthrottle_buckets b WHERE b.scope = p_scope
-        AND ((b.width = 1 AND b.bucket >= p_lo_m) OR (b.width = 60 AND b.bucket >= p_lo_h));
+        AND ((b.width_ms = 100 AND b.bucket >= p_lo_s) OR (b.width_ms = 1000 AND b.bucket >= p_lo_m)
+            OR (b.width_ms = 60000 AND b.bucket >= p_lo_h) OR (b.width_ms = 900000 AND b.bucket >= p_lo_d));
     IF p_scope = '' THEN
         SELECT array_agg(f.id ORDER BY f.id), array_agg(f.deadline_ns ORDER BY f.id),
                array_agg(f.n::BIGINT ORDER BY f.id), coalesce(sum(f.n), 0)
@@ -129,23 +168,26 @@ $$;
 
 -- pgthrottle_reserve admits a batch of asks in order, each as if alone,
 -- under the admission lock (the key is "nornthr2"): an ask of p_ns[k]
--- slots is admitted whole when every limited window has room for all of
--- them. It answers one row per scope it read, as it was before the
+-- slots is admitted whole when every limited window (the global second,
+-- minute, hour and day, and its inbox's minute, hour and day) has room for
+-- all of them. It answers one row per scope it read, as it was before the
 -- batch's first ask from that scope: the global scope last, with each
 -- ask's verdict (admitted, and its reservation id or 0). Its state is
 -- gone: SQLSTATE NWT01.
-CREATE OR REPLACE FUNCTION pgthrottle_reserve(p_scopes TEXT[], p_leases BIGINT[], p_ns INTEGER[], p_gmin INTEGER,
-    p_ghour INTEGER, p_imins INTEGER[], p_ihours INTEGER[])
-RETURNS TABLE (o_scope TEXT, o_now BIGINT, o_mb BIGINT[], o_mn BIGINT[], o_hb BIGINT[], o_hn BIGINT[],
+CREATE OR REPLACE FUNCTION pgthrottle_reserve(p_scopes TEXT[], p_leases BIGINT[], p_ns INTEGER[],
+    p_gsec INTEGER, p_gmin INTEGER, p_ghour INTEGER, p_gday INTEGER,
+    p_imins INTEGER[], p_ihours INTEGER[], p_idays INTEGER[])
+RETURNS TABLE (o_scope TEXT, o_now BIGINT, o_sb BIGINT[], o_sn BIGINT[], o_mb BIGINT[], o_mn BIGINT[],
+    o_hb BIGINT[], o_hn BIGINT[], o_db BIGINT[], o_dn BIGINT[],
     o_fid BIGINT[], o_fdl BIGINT[], o_fn BIGINT[], o_admitted BOOLEAN[], o_ids BIGINT[])
 LANGUAGE plpgsql AS $$
 DECLARE
     t BIGINT;
-    lo_m BIGINT;
-    lo_h BIGINT;
-    g_m BIGINT; g_h BIGINT; g_f BIGINT;
-    i_m BIGINT := 0; i_h BIGINT := 0; i_f BIGINT := 0;
-    gmb BIGINT[]; gmn BIGINT[]; ghb BIGINT[]; ghn BIGINT[]; gfid BIGINT[]; gfdl BIGINT[]; gfn BIGINT[];
+    lo_s BIGINT; lo_m BIGINT; lo_h BIGINT; lo_d BIGINT;
+    g_s BIGINT; g_m BIGINT; g_h BIGINT; g_d BIGINT; g_f BIGINT;
+    i_s BIGINT := 0; i_m BIGINT := 0; i_h BIGINT := 0; i_d BIGINT := 0; i_f BIGINT := 0;
+    gsb BIGINT[]; gsn BIGINT[]; gmb BIGINT[]; gmn BIGINT[]; ghb BIGINT[]; ghn BIGINT[]; gdb BIGINT[]; gdn BIGINT[];
+    gfid BIGINT[]; gfdl BIGINT[]; gfn BIGINT[];
     cur TEXT;
     ok BOOLEAN;
     n_asks INTEGER := coalesce(array_length(p_scopes, 1), 0);
@@ -165,25 +207,35 @@ BEGIN
         FROM gone CROSS JOIN LATERAL generate_series(1, gone.n);
         PERFORM pgthrottle_count(gone_s, gone_t);
     END IF;
+    lo_s := (t - 1000000000) / 100000000;
     lo_m := (t - 60000000000) / 1000000000;
     lo_h := (t - 3600000000000) / 60000000000;
+    lo_d := (t - 86400000000000) / 900000000000;
     -- Old buckets are only skipped below; deleting them now and then
-    -- keeps the table small without a delete on every admission.
+    -- keeps the table small without a delete on every admission. A bucket
+    -- goes only once all of it has left its window: a day's, 24 h 15 min
+    -- after it began.
     IF random() < 0.02 THEN
-        DELETE FROM pgthrottle_buckets b WHERE (b.width = 1 AND b.bucket < lo_m) OR (b.width = 60 AND b.bucket < lo_h);
+        DELETE FROM pgthrottle_buckets b WHERE (b.width_ms = 100 AND b.bucket < lo_s)
+            OR (b.width_ms = 1000 AND b.bucket < lo_m) OR (b.width_ms = 60000 AND b.bucket < lo_h)
+            OR (b.width_ms = 900000 AND b.bucket < lo_d);
     END IF;
-    SELECT * INTO gmb, gmn, g_m, ghb, ghn, g_h, gfid, gfdl, gfn, g_f FROM pgthrottle_scope('', lo_m, lo_h);
+    SELECT * INTO gsb, gsn, g_s, gmb, gmn, g_m, ghb, ghn, g_h, gdb, gdn, g_d, gfid, gfdl, gfn, g_f
+        FROM pgthrottle_scope('', lo_s, lo_m, lo_h, lo_d);
     FOR k IN 1 .. n_asks LOOP
         IF p_scopes[k] <> '' AND p_scopes[k] IS DISTINCT FROM cur THEN
             cur := p_scopes[k];
             o_scope := cur; o_now := t; o_admitted := NULL; o_ids := NULL;
-            SELECT * INTO o_mb, o_mn, i_m, o_hb, o_hn, i_h, o_fid, o_fdl, o_fn, i_f FROM pgthrottle_scope(cur, lo_m, lo_h);
+            SELECT * INTO o_sb, o_sn, i_s, o_mb, o_mn, i_m, o_hb, o_hn, i_h, o_db, o_dn, i_d, o_fid, o_fdl, o_fn, i_f
+                FROM pgthrottle_scope(cur, lo_s, lo_m, lo_h, lo_d);
             RETURN NEXT;
         END IF;
-        ok := NOT ((p_gmin > 0 AND g_m + g_f + p_ns[k] > p_gmin) OR (p_ghour > 0 AND g_h + g_f + p_ns[k] > p_ghour));
+        ok := NOT ((p_gsec > 0 AND g_s + g_f + p_ns[k] > p_gsec) OR (p_gmin > 0 AND g_m + g_f + p_ns[k] > p_gmin)
+            OR (p_ghour > 0 AND g_h + g_f + p_ns[k] > p_ghour) OR (p_gday > 0 AND g_d + g_f + p_ns[k] > p_gday));
         IF p_scopes[k] <> '' THEN
             ok := ok AND NOT ((p_imins[k] > 0 AND i_m + i_f + p_ns[k] > p_imins[k])
-                OR (p_ihours[k] > 0 AND i_h + i_f + p_ns[k] > p_ihours[k]));
+                OR (p_ihours[k] > 0 AND i_h + i_f + p_ns[k] > p_ihours[k])
+                OR (p_idays[k] > 0 AND i_d + i_f + p_ns[k] > p_idays[k]));
         END IF;
         IF ok THEN
             INSERT INTO pgthrottle_flights (scope, deadline_ns, n) VALUES (p_scopes[k], t + p_leases[k], p_ns[k])
@@ -196,7 +248,8 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
-    o_scope := ''; o_now := t; o_mb := gmb; o_mn := gmn; o_hb := ghb; o_hn := ghn; o_fid := gfid; o_fdl := gfdl; o_fn := gfn;
+    o_scope := ''; o_now := t; o_sb := gsb; o_sn := gsn; o_mb := gmb; o_mn := gmn; o_hb := ghb; o_hn := ghn;
+    o_db := gdb; o_dn := gdn; o_fid := gfid; o_fdl := gfdl; o_fn := gfn;
     o_admitted := adm; o_ids := ids;
     PERFORM set_config('pgthrottle.own', '', true);
     RETURN NEXT;
@@ -205,8 +258,8 @@ $$;
 
 -- pgthrottle_settle settles one slot of the reservation p_ids[i] per
 -- element (a reservation with no slot left is deleted) and counts the
--- commits (p_commit), each p_ago ns before now, in the global windows and
--- in p_scopes'. A commit counts even if its reservation is gone (reclaimed
+-- commits (p_commit), each p_ago ns before now, in every window of the
+-- global scope and of p_scopes'. A commit counts even if its reservation is gone (reclaimed
 -- at its deadline, or lost with the state): twice errs on the safe side.
 -- Under the admission lock: two batches upserting the same bucket rows in
 -- different orders would deadlock.

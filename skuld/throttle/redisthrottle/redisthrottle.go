@@ -4,10 +4,11 @@
 // (scripts.go), atomic in Redis and stamped by Redis's own TIME. New
 // returns the shared.Throttle over it.
 //
-// Per scope (the global windows, or one inbox) it keeps two hashes of
-// counted sends per bucket and a sorted set of the reservations in flight
-// scored by their deadline. An inbox's keys expire after an idle hour, so
-// Redis follows the inboxes in use. Every key carries a marker of the
+// Per scope (the global windows, or one inbox) it keeps four hashes of
+// counted sends per bucket (the second, the minute, the hour, the day) and
+// a sorted set of the reservations in flight scored by their deadline. An
+// inbox's keys expire after an idle day (and its last bucket), so Redis
+// follows the inboxes in use. Every key carries a marker of the
 // state's generation, so that a key deleted or evicted on its own is
 // found missing, not read as "no sends" (scripts.go). Every key of a
 // deployment shares one hash tag, so Redis Cluster works.
@@ -71,23 +72,28 @@ func newDriver(rdb redis.UniversalClient, prefix string) *driver {
 
 func (d *driver) Name() string { return "redis" }
 
-// scopeKeys returns a scope's four keys: minute buckets, hour buckets,
-// flights, slots.
+// scopeKeys returns a scope's six keys, in the scripts' order: second,
+// minute, hour and day buckets, flights, slots.
 func (d *driver) scopeKeys(inbox string) []string {
 	s := d.prefix + ":g"
 	if inbox != "" {
 		s = d.prefix + ":i:" + inbox
 	}
-	return []string{s + ":m", s + ":h", s + ":f", s + ":n"}
+	return []string{s + ":s", s + ":m", s + ":h", s + ":d", s + ":f", s + ":n"}
 }
+
+// scopeItems is the number of items of a scope's raw state in a reply:
+// four bucket hashes, the flights, their slots.
+const scopeItems = 6
 
 func (d *driver) seq() string   { return d.prefix + ":seq" }
 func (d *driver) state() string { return d.prefix + ":state" }
 
-// inboxTTL is how long an inbox's keys outlive its last write: the hour
-// window, its last bucket, and the lease.
+// inboxTTL is how long an inbox's keys outlive its last write: the day
+// window, its last bucket (throttle.Longest), a minute's slack, and the
+// lease. Shorter, and an inbox idle for hours would forget its day.
 func inboxTTL(lease time.Duration) int64 {
-	return (time.Hour + 2*time.Minute + lease).Milliseconds()
+	return (throttle.Longest + time.Minute + lease).Milliseconds()
 }
 
 // inboxes adds the keys of each distinct inbox to keys, in order of first
@@ -129,7 +135,7 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 		names[i] = a.Inbox
 	}
 	keys, idx, order := d.inboxes(append([]string{d.seq(), d.state()}, d.scopeKeys("")...), names)
-	args := []any{global.PerMinute, global.PerHour, len(order)}
+	args := []any{global.PerSecond, global.PerMinute, global.PerHour, global.PerDay, len(order)}
 	for _, n := range order {
 		for _, a := range asks {
 			if a.Inbox == n {
@@ -140,7 +146,7 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 	}
 	for _, a := range asks {
 		args = append(args, idx[a.Inbox], a.Lease.Microseconds(), a.Limits.PerMinute, a.Limits.PerHour,
-			inboxTTL(a.Lease), a.Slots())
+			a.Limits.PerDay, inboxTTL(a.Lease), a.Slots())
 	}
 	res, err := reserveScript.Run(ctx, d.rdb, keys, args...).Slice()
 	if err != nil {
@@ -167,7 +173,7 @@ func (d *driver) Reserve(ctx context.Context, global throttle.Limits, asks []thr
 
 // parse reads {now, global raw, inbox raws in index order} into raw.
 func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throttledriver.Raw) error {
-	if len(res) != 5+4*len(idx) {
+	if len(res) != 1+scopeItems*(1+len(idx)) {
 		return fmt.Errorf("redisthrottle: unexpected reply of %d items", len(res))
 	}
 	nowUS, ok := res[0].(int64)
@@ -175,7 +181,7 @@ func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throt
 		return errors.New("redisthrottle: no time in reply")
 	}
 	raw.Now = nowUS * 1000
-	g, err := parseScope(res[1:5])
+	g, err := parseScope(res[1 : 1+scopeItems])
 	if err != nil {
 		return err
 	}
@@ -186,18 +192,18 @@ func (d *driver) parse(res []any, names []string, idx map[string]int, raw *throt
 		if i == 0 || raw.Inbox[n] != nil {
 			continue
 		}
-		if raw.Inbox[n], err = parseScope(res[1+4*i : 5+4*i]); err != nil {
+		if raw.Inbox[n], err = parseScope(res[1+scopeItems*i : 1+scopeItems*(i+1)]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// parseScope reads a scope's raw state: minute hash, hour hash, flights
-// with scores, each a flat list, and the flights' slots.
+// parseScope reads a scope's raw state: second, minute, hour and day
+// hashes, flights with scores, each a flat list, and the flights' slots.
 func parseScope(res []any) (*throttledriver.RawScope, error) {
 	s := &throttledriver.RawScope{}
-	for j, dst := range []*[]throttledriver.Bucket{&s.Minute, &s.Hour} {
+	for j, dst := range []*[]throttledriver.Bucket{&s.Second, &s.Minute, &s.Hour, &s.Day} {
 		kv, _ := res[j].([]any)
 		for k := 0; k+1 < len(kv); k += 2 {
 			b, err1 := strconv.ParseInt(fmt.Sprint(kv[k]), 10, 64)
@@ -208,8 +214,8 @@ func parseScope(res []any) (*throttledriver.RawScope, error) {
 			*dst = append(*dst, throttledriver.Bucket{Index: b, Sends: n})
 		}
 	}
-	fl, _ := res[2].([]any)
-	ns, _ := res[3].([]any)
+	fl, _ := res[4].([]any)
+	ns, _ := res[5].([]any)
 	if len(ns) != len(fl)/2 {
 		return nil, fmt.Errorf("redisthrottle: %d slot counts for %d flights", len(ns), len(fl)/2)
 	}

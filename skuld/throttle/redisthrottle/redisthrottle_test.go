@@ -46,6 +46,10 @@ func TestConformance(t *testing.T) {
 			Stall:   proxy.Hold,
 			Shared:  true,
 			Weights: true,
+			Spans:   true,
+			// Redis stamps with its own TIME, which runs on: Advance
+			// shifts the stored times instead.
+			RunningClock: true,
 		}
 	})
 }
@@ -94,10 +98,14 @@ func shift(t *testing.T, rdb *redis.Client, tag string, d time.Duration) {
 	for _, k := range keys(t, rdb, tag) {
 		var width time.Duration
 		switch {
+		case strings.HasSuffix(k, ":s"):
+			width = 100 * time.Millisecond
 		case strings.HasSuffix(k, ":m"):
 			width = time.Second
 		case strings.HasSuffix(k, ":h"):
 			width = time.Minute
+		case strings.HasSuffix(k, ":d"):
+			width = 15 * time.Minute
 		case strings.HasSuffix(k, ":f"):
 		default:
 			continue

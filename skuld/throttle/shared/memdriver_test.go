@@ -32,14 +32,14 @@ type memDriver struct {
 	held        chan struct{}        // closed when a stall ends; nil when none
 }
 
-// memScope is one scope's buckets (by width, then index) and flights.
+// memScope is one scope's buckets (by window, then index) and flights.
 type memScope struct {
-	buckets [2]map[int64]int // minute (1 s), hour (1 min)
+	buckets [4]map[int64]int // second (100 ms), minute (1 s), hour (1 min), day (15 min)
 	flights map[int64]*td.Flight
 }
 
-var widths = [2]int64{int64(time.Second), int64(time.Minute)}
-var spans = [2]int64{int64(time.Minute), int64(time.Hour)}
+var widths = [4]int64{int64(100 * time.Millisecond), int64(time.Second), int64(time.Minute), int64(15 * time.Minute)}
+var spans = [4]int64{int64(time.Second), int64(time.Minute), int64(time.Hour), int64(24 * time.Hour)}
 
 func newMemDriver(c clock.Clock) *memDriver {
 	return &memDriver{clock: c, scopes: map[string]*memScope{}}
@@ -105,7 +105,7 @@ func (d *memDriver) lock(ctx context.Context) (int64, error) {
 func (d *memDriver) scope(name string) *memScope {
 	s := d.scopes[name]
 	if s == nil {
-		s = &memScope{buckets: [2]map[int64]int{{}, {}}, flights: map[int64]*td.Flight{}}
+		s = &memScope{buckets: [4]map[int64]int{{}, {}, {}, {}}, flights: map[int64]*td.Flight{}}
 		d.scopes[name] = s
 	}
 	return s
@@ -132,7 +132,7 @@ func (s *memScope) counted(i int, now int64) int {
 }
 
 func (s *memScope) lacks(lim throttle.Limits, now int64, n int) bool {
-	for i, l := range [2]int{lim.PerMinute, lim.PerHour} {
+	for i, l := range [4]int{lim.PerSecond, lim.PerMinute, lim.PerHour, lim.PerDay} {
 		if l > 0 && s.counted(i, now)+n > l {
 			return true
 		}
@@ -142,7 +142,7 @@ func (s *memScope) lacks(lim throttle.Limits, now int64, n int) bool {
 
 func (s *memScope) raw(now int64) *td.RawScope {
 	r := &td.RawScope{}
-	for i, dst := range [2]*[]td.Bucket{&r.Minute, &r.Hour} {
+	for i, dst := range [4]*[]td.Bucket{&r.Second, &r.Minute, &r.Hour, &r.Day} {
 		lo := floorDiv(now-spans[i], widths[i])
 		for _, b := range slices.Sorted(maps.Keys(s.buckets[i])) {
 			if b >= lo {
@@ -203,7 +203,9 @@ func (d *memDriver) Reserve(ctx context.Context, global throttle.Limits, asks []
 				b.Inbox[a.Inbox] = in.raw(now)
 			}
 		}
-		if g.lacks(global, now, n) || in != nil && in.lacks(a.Limits, now, n) {
+		inbox := a.Limits
+		inbox.PerSecond = 0 // an inbox has no second window
+		if g.lacks(global, now, n) || in != nil && in.lacks(inbox, now, n) {
 			b.Verdicts = append(b.Verdicts, td.Verdict{})
 			continue
 		}

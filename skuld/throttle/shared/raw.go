@@ -29,11 +29,17 @@ func tally(r *throttledriver.RawScope, now int64, lim throttle.Limits, mine loca
 	if r == nil {
 		return t
 	}
+	for _, b := range r.Second {
+		t.Add(throttle.Second, now, b.Index, b.Sends)
+	}
 	for _, b := range r.Minute {
 		t.Add(throttle.Minute, now, b.Index, b.Sends)
 	}
 	for _, b := range r.Hour {
 		t.Add(throttle.Hour, now, b.Index, b.Sends)
+	}
+	for _, b := range r.Day {
+		t.Add(throttle.Day, now, b.Index, b.Sends)
 	}
 	for _, f := range r.Flights {
 		applyFlight(t, f.Deadline, max(f.N, 1), mine[f.ID], now)

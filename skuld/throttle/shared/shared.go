@@ -252,7 +252,7 @@ func (s *Throttle) recover(ctx context.Context, lost error) error {
 
 // Rebuild replaces the backend's state with the durable send record, as
 // when the servers switch to this backend from another: the sends counted
-// elsewhere in the last hour count here too. Call it only while no other
+// elsewhere in the last day count here too. Call it only while no other
 // server uses the backend.
 func (s *Throttle) Rebuild(ctx context.Context) error {
 	s.recovering.Lock()

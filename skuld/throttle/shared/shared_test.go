@@ -48,6 +48,7 @@ func memBackend(t *testing.T) throttletest.Backend {
 		Stall:   d.Stall,
 		Shared:  true,
 		Weights: true,
+		Spans:   true,
 	}
 }
 

@@ -14,12 +14,17 @@ import (
 
 // A Driver is where a shared throttle (shared.Throttle) keeps its state:
 // PostgreSQL (pgthrottle) or Redis (redisthrottle). It stores raw state — the sends
-// counted per bucket (1 s and 1 min buckets) and the reservations in flight
+// counted per bucket of each window (100 ms buckets for the second, 1 s for
+// the minute, 1 min for the hour, 15 min for the day; bucket index =
+// floor(ns / width)) and the reservations in flight
 // with their deadlines — stamped by the backend's own clock, in ns since
 // the Unix epoch, so that every server reads one clock. Each method is one
 // atomic step on the backend.
 //
-// A driver judges an admission by the window rule of the ring buckets
+// A driver judges an admission by every window of the global scope (the
+// limits given to Reserve: second, minute, hour, day) and of the ask's
+// inbox (Ask.Limits: minute, hour, day; an inbox has no second), each by
+// the window rule of the ring buckets
 // (a bucket b of width w counts while b >= floor((now-span)/w); a window
 // counts its sends plus the slots of the reservations in flight, and admits
 // an ask of n slots when that count plus n stays within a non-zero limit;
@@ -33,9 +38,10 @@ type Driver interface {
 	// Name is the backend's name, "postgres" or "redis".
 	Name() string
 	// Reserve admits asks in order, as if one at a time, atomically:
-	// it counts the reservations past their deadline at their deadlines,
-	// reads the global scope and each ask's inbox scope, judges each ask
-	// by global and the ask's own limits, and reserves the admitted ones
+	// it counts the reservations past their deadline at their deadlines
+	// in every window, reads the global scope and each ask's inbox scope,
+	// judges each ask by every window of global and of the ask's own
+	// limits, and reserves the admitted ones
 	// until now+Lease. It returns what it read before admitting the first
 	// (Batch.Raw; an inbox's scope as it was when the first ask of that
 	// inbox was judged) and a verdict per ask. Asks of one inbox are
@@ -46,7 +52,7 @@ type Driver interface {
 	// Settle commits and releases reservations; a state lost or
 	// incomplete takes none (it will be rebuilt from the send record,
 	// which holds them). A commit counts at
-	// now-Age in the global scope and the inbox's, even when its
+	// now-Age in every window of the global scope and the inbox's, even when its
 	// reservation is gone (reclaimed, or lost with the state): counting
 	// twice errs on the safe side, not counting does not.
 	Settle(ctx context.Context, s []Settlement) error
@@ -54,7 +60,8 @@ type Driver interface {
 	// snapshot, changing nothing but the record of a part found missing.
 	// ErrStateLost means the state vanished, whole or in part.
 	Read(ctx context.Context, inbox string) (*Raw, error)
-	// Restore writes rec as the whole state and marks the state present.
+	// Restore writes rec as the whole state (each Sent in every window of
+	// its scopes) and marks the state present.
 	// Unless replace is set it does so only if the state is lost or
 	// incomplete, and
 	// reports whether it did: of several servers that found it lost, one
@@ -100,10 +107,16 @@ type Raw struct {
 	Inbox  map[string]*RawScope
 }
 
-// RawScope is one scope's raw state.
+// RawScope is one scope's raw state: the sends counted per bucket of each
+// window, and the reservations. A bucket may appear twice; a driver may
+// return buckets already out of their window, which the rule skips.
 type RawScope struct {
-	Minute, Hour []Bucket // sends counted per bucket (1 s, 1 min); a bucket may appear twice
-	Flights      []Flight // reservations in flight (or past their deadline)
+	Second []Bucket // 100 ms buckets
+	Minute []Bucket // 1 s buckets
+	Hour   []Bucket // 1 min buckets
+	Day    []Bucket // 15 min buckets
+	// Flights are the reservations in flight (or past their deadline).
+	Flights []Flight
 }
 
 // Bucket is the sends counted in one bucket of a window.
@@ -147,7 +160,8 @@ type Settlement struct {
 }
 
 // Record is the durable send record a lost state is rebuilt from: the
-// sends counted in the last 61 minutes and those still in flight.
+// sends counted within throttle.Longest (the day and its last bucket) and
+// those still in flight.
 type Record struct {
 	Sent    []Sent
 	Pending []Pending

@@ -195,6 +195,10 @@ func testWeightsRacing(t *testing.T, b Backend) {
 // testSecondWindow: at 5 a second, the sixth unit waits until the
 // bucket of the first has left: a second and one 100 ms bucket at most.
 func testSecondWindow(t *testing.T, b Backend) {
+	if b.RunningClock {
+		t.Skip("the case holds sends within 100 ms of a bucket edge, and this backend's clock runs on " +
+			"while the case does (see Backend.RunningClock): the edges cannot be exact")
+	}
 	th := newThrottle(b, throttle.Limits{PerSecond: 5}, throttle.Limits{})
 	for range 5 {
 		commit(t, reserveN(t, th, "", 1))
@@ -213,8 +217,13 @@ func testSecondWindow(t *testing.T, b Backend) {
 
 // testDayWindow: at 20 a day, the day counts across hours (the hour
 // window would have forgotten), and frees at 24 h and one 15 min bucket.
+//
+// Each commit goes to a shared backend at once: a commit gathered when
+// the clock jumps 6 h would reach the backend after its reservation's
+// deadline, which counts it there too (twice, the safe side the contract
+// allows), and the day, unlike the minute and the hour, still holds it.
 func testDayWindow(t *testing.T, b Backend) {
-	th := newThrottle(b, throttle.Limits{PerDay: 20}, throttle.Limits{PerDay: 15})
+	th := b.New(Options{Global: throttle.Limits{PerDay: 20}, Inbox: throttle.Limits{PerDay: 15}, SettleDelay: -1})
 	commit(t, reserveN(t, th, "a", 10))
 	b.Advance(6 * time.Hour)
 	commit(t, reserveN(t, th, "a", 5))
@@ -229,6 +238,11 @@ func testDayWindow(t *testing.T, b Backend) {
 	}
 	if st := state(t, th, ""); st.PerDay.Used != 20 || st.PerDay.Limit != 20 || st.PerDay.Window != throttle.GlobalDay {
 		t.Fatalf("per-day = %+v, want used 20 of 20", st.PerDay)
+	}
+	if b.RunningClock {
+		t.Skip("the rest holds sends a minute from a 15 min bucket's edge, and this backend's clock runs on " +
+			"(see Backend.RunningClock): its Advance moves a bucket to the one holding its last instant, " +
+			"up to 15 min on the safe side, so the edge at RetryAfter cannot be exact")
 	}
 	b.Advance(rl.RetryAfter - time.Minute)
 	refusedN(t, th, "c", 1, throttle.GlobalDay)

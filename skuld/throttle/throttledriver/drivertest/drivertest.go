@@ -1,7 +1,8 @@
 // Package drivertest is the conformance suite of throttledriver.Driver:
 // it calls a driver directly, with no shared throttle in front, and checks
 // the contract the shared throttle builds on (admission in order as if one
-// at a time, the raw state read before the first ask, settlements, the
+// at a time, by every window: the second and the day as the minute and
+// the hour; the raw state read before the first ask, settlements, the
 // deadline rule, Read and Restore), like river's riverdrivertest. Every
 // driver package runs it from its tests.
 //
@@ -56,6 +57,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"ReadChangesNothing", testReadChangesNothing},
 		{"RestoreOnlyWhenLost", testRestoreOnlyWhenLost},
 		{"RestoreReplaces", testRestoreReplaces},
+		{"SecondAndDayAdmit", testSecondAndDay},
+		{"AgedCommitsInEveryWindow", testAgedCommits},
+		{"RestoreEveryWindow", testRestoreEveryWindow},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

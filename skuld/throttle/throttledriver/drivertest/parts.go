@@ -13,12 +13,15 @@ import (
 // or evicted, a table truncated, rows deleted. Each names the global scope
 // or inbox "a"'s; a harness lists those its backend has.
 const (
+	GlobalSecond Part = "global second buckets"
 	GlobalMinute Part = "global minute buckets"
 	GlobalHour   Part = "global hour buckets"
+	GlobalDay    Part = "global day buckets"
 	GlobalFlight Part = "global flights"
 	GlobalSlots  Part = "global slots"
 	InboxMinute  Part = "inbox minute buckets"
 	InboxHour    Part = "inbox hour buckets"
+	InboxDay     Part = "inbox day buckets"
 	InboxFlight  Part = "inbox flights"
 	InboxSlots   Part = "inbox slots"
 	InboxAll     Part = "every part of an inbox"
