@@ -129,6 +129,8 @@ type Config struct {
 	// AuthFailureLimit is how many failed API key attempts one client
 	// address may make in 15 minutes before it gets 429; 0 = no limit.
 	AuthFailureLimit int `envconfig:"AUTH_FAILURE_LIMIT" default:"10"`
+	// AdminSessionTTL is how long a dashboard login (/admin) lasts.
+	AdminSessionTTL time.Duration `envconfig:"ADMIN_SESSION_TTL" default:"12h"`
 	// What the server tells operators (issue 9): the log line format, and
 	// the key that guards /metrics (empty: open, like /health).
 	LogFormat     string `envconfig:"LOG_FORMAT" default:"json"`
@@ -300,6 +302,9 @@ func (c Config) Validate() error {
 	}
 	if c.AuthFailureLimit < 0 {
 		bad("AUTH_FAILURE_LIMIT", "must be at least 0 (0 = no limit), got %d", c.AuthFailureLimit)
+	}
+	if c.AdminSessionTTL <= 0 {
+		bad("ADMIN_SESSION_TTL", "must be positive, got %s", c.AdminSessionTTL)
 	}
 	if c.APIKey == "" && c.EmailProvider != "demo" && !IsLoopback(c.Host) && !c.AllowUnauthenticated {
 		bad("ALLOW_UNAUTHENTICATED", "API_KEY is not set, EMAIL_PROVIDER=%s sends real mail and HOST=%q is not loopback: "+

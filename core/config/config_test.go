@@ -19,7 +19,7 @@ func valid() Config {
 		AttachmentMaxTotalSizeMB: 35, AttachmentMaxCount: 20,
 		SendRetryMax: 3, SendRetryDeadline: 30 * time.Second, SendTimeout: time.Minute, SMTPTimeout: 15 * time.Second,
 		BodyMaxSizeMB: 1, HTMLMaxSizeMB: 2, RequestsInFlightMB: 64, SearchTimeoutSeconds: 10,
-		DatabaseMaxConnections: 20}
+		DatabaseMaxConnections: 20, AdminSessionTTL: 12 * time.Hour}
 }
 
 func TestUnauthenticatedServerNeedsConsent(t *testing.T) {
@@ -80,6 +80,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"staging with demo", func(c *Config) { c.Environment, c.APIKey = "staging", "k" }, []string{"EMAIL_PROVIDER", "demo"}},
 		{"unknown environment", func(c *Config) { c.Environment = "prod" }, []string{"ENVIRONMENT"}},
 		{"negative auth failure limit", func(c *Config) { c.AuthFailureLimit = -1 }, []string{"AUTH_FAILURE_LIMIT"}},
+		{"zero admin session ttl", func(c *Config) { c.AdminSessionTTL = 0 }, []string{"ADMIN_SESSION_TTL"}},
 		{"real provider, no key, all interfaces", func(c *Config) {
 			c.EmailProvider, c.SMTPHost, c.Host = "smtp", "mx", "0.0.0.0"
 		}, []string{"ALLOW_UNAUTHENTICATED", "API_KEY", `HOST="0.0.0.0"`}},

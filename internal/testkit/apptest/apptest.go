@@ -37,6 +37,7 @@ func Config(tb testing.TB, driver string) config.Config {
 		// Tests run in parallel beside other packages' and another make
 		// test: the whole run must fit in PostgreSQL's 100 connections.
 		DatabaseMaxConnections: 4,
+		AdminSessionTTL:        12 * time.Hour,
 	}
 	// An idle server polls for due held mail twenty times a second at the
 	// default; on SQLite under -race each poll costs about 25 ms of CPU, so
