@@ -1,0 +1,219 @@
+// Package admin is the dashboard under /admin: server-rendered, read-only
+// pages (html/template) and their stylesheet, embedded in the binary. It
+// renders what the api package reads for it (Options.Overview) and keeps
+// the dashboard's sessions; it reads neither the database nor the throttle
+// itself.
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+//go:embed templates/*.html admin.css
+var files embed.FS
+
+// CSP is the policy of every /admin response: styles and images from this
+// server only, forms posted only to it, no script at all, no framing.
+const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; " +
+	"frame-ancestors 'none'; base-uri 'none'"
+
+// cookieName is the session cookie, scoped to Path=/admin.
+const cookieName = "nornweave_admin"
+
+// Options configures the dashboard.
+type Options struct {
+	// APIKey, when set, is what the login form takes; empty: the pages
+	// are open, as the API is.
+	APIKey string
+	// ServerKey signs the session cookies: store.ServerKeyFor's
+	// "admin-session", shared by every server on the database. Nil: a
+	// random key, so sessions last as long as this process.
+	ServerKey []byte
+	// SessionTTL is ADMIN_SESSION_TTL; 0 means 12 h.
+	SessionTTL time.Duration
+	// Now is the time; nil: time.Now.
+	Now func() time.Time
+	// Blocked reports whether r's client is locked out by its failed keys,
+	// and for how long; Failed counts one more failure of it. They are
+	// the API's lockout (AUTH_FAILURE_LIMIT); nil: none.
+	Blocked func(r *http.Request) (bool, time.Duration)
+	Failed  func(r *http.Request)
+	// Secure reports whether r came over TLS (directly, or through a
+	// trusted proxy); nil: r.TLS != nil.
+	Secure func(r *http.Request) bool
+	// Overview reads what the overview shows.
+	Overview func(ctx context.Context) (Overview, error)
+	Logger   *slog.Logger
+}
+
+// Handler serves the dashboard's routes; api/routes.go names them. It is
+// safe for concurrent use.
+type Handler struct {
+	o        Options
+	apiKey   [sha256.Size]byte
+	sessions *sessions
+	pages    *template.Template
+	css      []byte
+}
+
+// New returns the dashboard's handler.
+func New(o Options) *Handler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 12 * time.Hour
+	}
+	if o.Secure == nil {
+		o.Secure = func(r *http.Request) bool { return r.TLS != nil }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ServerKey == nil {
+		o.ServerKey = make([]byte, 32)
+		if _, err := rand.Read(o.ServerKey); err != nil {
+			panic("admin: no randomness: " + err.Error())
+		}
+	}
+	css, err := files.ReadFile("admin.css")
+	if err != nil {
+		panic("admin: embedded stylesheet: " + err.Error()) // the binary was built without it
+	}
+	return &Handler{o: o, apiKey: sha256.Sum256([]byte(o.APIKey)),
+		sessions: newSessions(o.ServerKey, o.APIKey),
+		pages:    template.Must(template.New("").Funcs(funcs).ParseFS(files, "templates/*.html")), css: css}
+}
+
+// IsPath reports whether path is the dashboard's.
+func IsPath(path string) bool { return path == "/admin" || strings.HasPrefix(path, "/admin/") }
+
+// SetHeaders sets the headers of every /admin response, whatever its
+// status: the CSP, no sniffing, no caching, a Referer only to this site.
+func SetHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+// Stylesheet serves admin.css.
+func (h *Handler) Stylesheet(c echo.Context) error {
+	return c.Blob(http.StatusOK, "text/css; charset=utf-8", h.css)
+}
+
+// RequireSession sends a browser without a valid session to the login
+// form, when API_KEY is set.
+func (h *Handler) RequireSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h.o.APIKey != "" && !h.loggedIn(c.Request()) {
+			return c.Redirect(http.StatusSeeOther, "/admin/login")
+		}
+		return next(c)
+	}
+}
+
+func (h *Handler) loggedIn(r *http.Request) bool {
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return false
+	}
+	_, _, err = h.sessions.check(ck.Value, h.o.Now())
+	return err == nil
+}
+
+// loginPage is what the login form shows.
+type loginPage struct {
+	Title string
+	Error string
+}
+
+// LoginForm serves the login form; without API_KEY there is nothing to
+// log in to.
+func (h *Handler) LoginForm(c echo.Context) error {
+	if h.o.APIKey == "" {
+		return c.Redirect(http.StatusSeeOther, "/admin")
+	}
+	return h.render(c, http.StatusOK, "login", loginPage{Title: "Log in"})
+}
+
+// Login checks the form's api_key: a good key starts a session (303 to the
+// overview), a wrong one counts toward the API's lockout (401 and the form
+// again), and a client locked out gets 429 with Retry-After whatever it
+// sends.
+func (h *Handler) Login(c echo.Context) error {
+	r := c.Request()
+	if !sameOrigin(r) {
+		return h.render(c, http.StatusForbidden, "login", loginPage{Title: "Log in",
+			Error: "Cross-site login refused."})
+	}
+	if h.o.APIKey == "" {
+		return c.Redirect(http.StatusSeeOther, "/admin")
+	}
+	if h.o.Blocked != nil {
+		if blocked, wait := h.o.Blocked(r); blocked {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			return h.render(c, http.StatusTooManyRequests, "login", loginPage{Title: "Log in",
+				Error: "Too many failed attempts from this address; try again later."})
+		}
+	}
+	got := sha256.Sum256([]byte(c.FormValue("api_key")))
+	if subtle.ConstantTimeCompare(got[:], h.apiKey[:]) != 1 {
+		h.o.Logger.InfoContext(r.Context(), "admin login rejected")
+		if h.o.Failed != nil {
+			h.o.Failed(r)
+		}
+		return h.render(c, http.StatusUnauthorized, "login", loginPage{Title: "Log in", Error: "Wrong key."})
+	}
+	exp := h.o.Now().Add(h.o.SessionTTL)
+	v, err := h.sessions.issue(exp)
+	if err != nil {
+		return err
+	}
+	c.SetCookie(h.cookie(r, v, exp))
+	return c.Redirect(http.StatusSeeOther, "/admin")
+}
+
+// Logout ends the session of the cookie, if any, and clears the cookie.
+func (h *Handler) Logout(c echo.Context) error {
+	r := c.Request()
+	if !sameOrigin(r) {
+		return echo.NewHTTPError(http.StatusForbidden, "Cross-site logout refused")
+	}
+	if ck, err := r.Cookie(cookieName); err == nil {
+		now := h.o.Now()
+		if id, exp, err := h.sessions.check(ck.Value, now); err == nil {
+			h.sessions.revoke(id, exp, now)
+		}
+	}
+	gone := h.cookie(r, "", time.Unix(0, 0))
+	gone.MaxAge = -1
+	c.SetCookie(gone)
+	return c.Redirect(http.StatusSeeOther, "/admin/login")
+}
+
+func (h *Handler) cookie(r *http.Request, v string, exp time.Time) *http.Cookie {
+	return &http.Cookie{Name: cookieName, Value: v, Path: "/admin", Expires: exp,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.o.Secure(r)}
+}
+
+// render writes page name with data.
+func (h *Handler) render(c echo.Context, status int, name string, data any) error {
+	var b strings.Builder
+	if err := h.pages.ExecuteTemplate(&b, name, data); err != nil {
+		return err
+	}
+	return c.HTMLBlob(status, []byte(b.String()))
+}
