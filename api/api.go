@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/nornweave/nornweave/api/admin"
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/skuld/outbox"
@@ -100,7 +101,18 @@ type Options struct {
 	APIKey string
 	// AuthFailureLimit is how many failed API key attempts one client
 	// address may make in 15 minutes before it gets 429; 0 = no limit.
+	// Failed dashboard logins count too.
 	AuthFailureLimit int
+	// AdminSessionKey signs the dashboard's session cookies (the server
+	// key "admin-session", shared by every server on the database); nil:
+	// a random key, so sessions last as long as this process.
+	AdminSessionKey []byte
+	// AdminSessionTTL is how long a dashboard login lasts; 0 means 12 h.
+	AdminSessionTTL time.Duration
+	// Held, when set, reports the held mail the dashboard shows.
+	Held interface {
+		HeldStats(ctx context.Context) (store.HeldStats, error)
+	}
 	// CORSOrigins lists the origins allowed to call the API from a browser
 	// ("*" for any); empty sends no CORS headers at all.
 	CORSOrigins []string
@@ -174,6 +186,7 @@ type API struct {
 	tooMany      *tooMany
 	docsFiles    map[string]docsFile
 	hosts        *HostPolicy
+	admin        *admin.Handler
 	// clientBudgets caps one client's part of inflight; uploadRate and
 	// uploadGrace are minUploadRate and uploadGrace, changed by tests.
 	clientBudgets *clientBudgets
@@ -233,6 +246,7 @@ func New(o Options) *Server {
 	if a.docsFiles, err = loadDocsFiles(); err != nil {
 		panic("api: embedded docs: " + err.Error()) // the binary was built without them
 	}
+	a.admin = a.newAdmin()
 	a.RequestsInFlight = max(a.RequestsInFlight, a.bodyLimit)
 	a.inflight = semaphore.NewWeighted(a.RequestsInFlight)
 	a.clientBudgets = newClientBudgets(a.RequestsInFlight / clientShare)

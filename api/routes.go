@@ -15,6 +15,14 @@ func (a *API) routes(e *echo.Echo) {
 	e.GET("/docs/:asset", a.docsAsset)
 	e.HEAD("/docs/:asset", a.docsAsset)
 
+	// The dashboard (api/admin): HTML, behind a session cookie when
+	// API_KEY is set; its login takes the key.
+	e.GET("/admin", a.admin.ShowOverview, a.admin.RequireSession)
+	e.GET("/admin/admin.css", a.admin.Stylesheet)
+	e.GET("/admin/login", a.admin.LoginForm)
+	e.POST("/admin/login", a.admin.Login)
+	e.POST("/admin/logout", a.admin.Logout)
+
 	// The API key is checked by middleware for every /v1 path (see
 	// middleware): echo gives a group with middleware a catch-all route,
 	// which would turn "405 Method Not Allowed" into 404 under /v1.

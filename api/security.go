@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/nornweave/nornweave/api/admin"
 )
 
 // maxHeaderBytes bounds the request's header block (names, values and the
@@ -18,10 +20,15 @@ const maxHeaderBytes = 64 << 10
 
 // securityHeaders sets the usual defensive headers on every response: the
 // API serves JSON only, so nothing should be sniffed, framed, cached or
-// leak a Referer.
+// leak a Referer. The dashboard's pages get their own (admin.SetHeaders).
 func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
+		if admin.IsPath(c.Request().URL.Path) {
+			h.Set("X-Frame-Options", "DENY")
+			admin.SetHeaders(h)
+			return next(c)
+		}
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
@@ -94,6 +101,8 @@ func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/webhooks/"):
 			return next(c)
+		case admin.IsPath(r.URL.Path):
+			return next(c) // the dashboard's forms; it checks their origin itself
 		case r.ContentLength == 0 && ct == "":
 			return next(c) // nothing to misread; a POST without a body is a 422 further on
 		case r.ContentLength == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead ||
@@ -112,12 +121,17 @@ func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
 
 // crossSite refuses state-changing requests that a browser made on behalf
 // of another site which CORS_ORIGINS does not allow. Non-browser clients
-// send neither Origin nor Sec-Fetch-Site and are not affected.
+// send neither Origin nor Sec-Fetch-Site and are not affected. The
+// dashboard applies its own, stricter rule (same origin only), whatever
+// CORS_ORIGINS says.
 func (a *API) crossSite(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return next(c)
+		}
+		if admin.IsPath(r.URL.Path) {
 			return next(c)
 		}
 		origin := r.Header.Get(echo.HeaderOrigin)

@@ -228,11 +228,18 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		a.closeAll()
 		return nil, err
 	}
+	adminKey, err := st.ServerKeyFor(ctx, adminSessionKey)
+	if err != nil {
+		logger.Error("refusing to start", slog.Any("error", err))
+		a.closeAll()
+		return nil, err
+	}
 	a.api = api.New(api.Options{
 		Webhooks: a.hooks, HooksOut: a.hooksOut, RespondAsync: cfg.SendRespondAsync,
 		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Unit: a.unit, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
-		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
+		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit,
+		AdminSessionKey: adminKey, AdminSessionTTL: cfg.AdminSessionTTL, Held: st, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AllowedHosts:           cfg.AllowedHostList(),
 		TrustedProxies:         cfg.TrustedProxyPrefixes(),
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,

@@ -17,6 +17,10 @@ import (
 // verpKey names the server key of the VERP return paths (store.ServerKeyFor).
 const verpKey = "verp"
 
+// adminSessionKey names the server key that signs the dashboard's session
+// cookies: shared, so that a login holds on every server of the database.
+const adminSessionKey = "admin-session"
+
 // bounces builds the VERP of BOUNCE_ADDRESS, under the key every server on
 // the database shares, and the poller of BOUNCE_IMAP_URL; both nil when
 // not configured.
