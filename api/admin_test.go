@@ -55,7 +55,8 @@ func TestAdminHeadersOnEveryResponse(t *testing.T) {
 		{"GET", "/admin/", "", http.StatusSeeOther},
 		{"GET", "/admin/login", "", http.StatusOK},
 		{"GET", "/admin/admin.css", "", http.StatusOK},
-		{"POST", "/admin/login", "api_key=wrong", http.StatusUnauthorized},
+		{"GET", "/admin/icon.svg", "", http.StatusOK},
+		{"POST", "/admin/login", "api_key=wrong", http.StatusOK},
 		{"POST", "/admin/login", "api_key=k", http.StatusSeeOther},
 		{"POST", "/admin/logout", "", http.StatusSeeOther},
 		{"GET", "/admin/nothing", "", http.StatusNotFound},
@@ -101,8 +102,9 @@ func TestAdminLoginSharesTheAPIKeyLockout(t *testing.T) {
 	if rec := serve(h, "GET", "/v1/rate-limit", "", "X-API-Key", "wrong"); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("wrong API key = %d, want 401", rec.Code)
 	}
-	if rec := serveOne(adminRequest("POST", "/admin/login", "api_key=wrong")); rec.Code != http.StatusUnauthorized {
-		t.Fatalf("wrong login = %d, want 401", rec.Code)
+	if rec := serveOne(adminRequest("POST", "/admin/login", "api_key=wrong")); rec.Code != http.StatusOK ||
+		!strings.Contains(rec.Body.String(), "Wrong key") {
+		t.Fatalf("wrong login = %d, want 200 and the form's error", rec.Code)
 	}
 	rec := serveOne(adminRequest("POST", "/admin/login", "api_key=k"))
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {

@@ -19,6 +19,7 @@ func (a *API) routes(e *echo.Echo) {
 	// API_KEY is set; its login takes the key.
 	e.GET("/admin", a.admin.ShowOverview, a.admin.RequireSession)
 	e.GET("/admin/admin.css", a.admin.Stylesheet)
+	e.GET("/admin/icon.svg", a.admin.Icon)
 	e.GET("/admin/login", a.admin.LoginForm)
 	e.POST("/admin/login", a.admin.Login)
 	e.POST("/admin/logout", a.admin.Logout)

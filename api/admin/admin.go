@@ -21,7 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-//go:embed templates/*.html admin.css
+//go:embed templates/*.html admin.css icon.svg
 var files embed.FS
 
 // CSP is the policy of every /admin response: styles and images from this
@@ -66,6 +66,7 @@ type Handler struct {
 	sessions *sessions
 	pages    *template.Template
 	css      []byte
+	icon     []byte
 }
 
 // New returns the dashboard's handler.
@@ -92,7 +93,11 @@ func New(o Options) *Handler {
 	if err != nil {
 		panic("admin: embedded stylesheet: " + err.Error()) // the binary was built without it
 	}
-	return &Handler{o: o, apiKey: sha256.Sum256([]byte(o.APIKey)),
+	icon, err := files.ReadFile("icon.svg")
+	if err != nil {
+		panic("admin: embedded icon: " + err.Error())
+	}
+	return &Handler{o: o, icon: icon, apiKey: sha256.Sum256([]byte(o.APIKey)),
 		sessions: newSessions(o.ServerKey, o.APIKey),
 		pages:    template.Must(template.New("").Funcs(funcs).ParseFS(files, "templates/*.html")), css: css}
 }
@@ -112,6 +117,12 @@ func SetHeaders(h http.Header) {
 // Stylesheet serves admin.css.
 func (h *Handler) Stylesheet(c echo.Context) error {
 	return c.Blob(http.StatusOK, "text/css; charset=utf-8", h.css)
+}
+
+// Icon serves icon.svg, the pages' favicon: without one the browser asks
+// for /favicon.ico, and logs the 404.
+func (h *Handler) Icon(c echo.Context) error {
+	return c.Blob(http.StatusOK, "image/svg+xml", h.icon)
 }
 
 // RequireSession sends a browser without a valid session to the login
@@ -150,9 +161,10 @@ func (h *Handler) LoginForm(c echo.Context) error {
 }
 
 // Login checks the form's api_key: a good key starts a session (303 to the
-// overview), a wrong one counts toward the API's lockout (401 and the form
-// again), and a client locked out gets 429 with Retry-After whatever it
-// sends.
+// overview), a wrong one counts toward the API's lockout (the form again,
+// with its error, as a 200: a 401 must carry a WWW-Authenticate challenge,
+// which a form login has none of), and a client locked out gets 429 with
+// Retry-After whatever it sends.
 func (h *Handler) Login(c echo.Context) error {
 	r := c.Request()
 	if !sameOrigin(r) {
@@ -175,7 +187,7 @@ func (h *Handler) Login(c echo.Context) error {
 		if h.o.Failed != nil {
 			h.o.Failed(r)
 		}
-		return h.render(c, http.StatusUnauthorized, "login", loginPage{Title: "Log in", Error: "Wrong key."})
+		return h.render(c, http.StatusOK, "login", loginPage{Title: "Log in", Error: "Wrong key."})
 	}
 	exp := h.o.Now().Add(h.o.SessionTTL)
 	v, err := h.sessions.issue(exp)
