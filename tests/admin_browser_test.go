@@ -1,0 +1,239 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/nornweave/nornweave/core/config"
+)
+
+// The dashboard in a real browser (issue 32), on both databases: a server
+// with API_KEY, a global limit and an inbox at its limit. Headless
+// Chromium is sent from /admin to the login form, stays there with an
+// error on a wrong key, logs in with the right one, and reads each
+// window's used/limit from the overview's DOM: they equal what
+// /v1/rate-limit and /v1/inboxes/{id}/rate-limit answer. Logout returns to
+// the form, and /admin sends there again. No page logs to the console or
+// violates its CSP; a violation made on purpose at the end proves the
+// checks see one.
+func TestAdminInABrowser(t *testing.T) {
+	bin := chromiumPath()
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("Chromium is needed at %s (%v): run scripts/ensure-chromium.sh, or set CHROMIUM", bin, err)
+	}
+	forEachDriver(t, func(t *testing.T, driver string) {
+		started := time.Now()
+		const key = "admin-page-key"
+		s := startDefault(t, driver, func(c *config.Config) {
+			c.APIKey = key
+			c.SendRateLimitPerMinute, c.SendRateLimitPerHour = 10, 100
+			c.InboxSendRateLimitPerMinute = 2
+		})
+		auth := []string{"X-API-Key", key}
+		inbox := s.createInbox(t, "dash", auth...)
+		for i, want := range []int{201, 201, 429} {
+			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"ann@example.com"},
+				"subject": "Hello", "body": "Hi"}, auth...)
+			if r.Status != want {
+				t.Fatalf("send %d = %d, want %d: %s", i+1, r.Status, want, r.Body)
+			}
+		}
+		// The per-second window empties a second after the sends; until it
+		// has, the page and the API could read it a second apart.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			var rl struct {
+				PerSecond struct{ Used int } `json:"per_second"`
+			}
+			if err := json.Unmarshal(s.do(t, "GET", "/v1/rate-limit", nil, auth...).Body, &rl); err != nil {
+				t.Fatal(err)
+			}
+			if rl.PerSecond.Used == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the per-second window still counts %d sends after 5 s", rl.PerSecond.Used)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+
+		ctx, console := startBrowser(t)
+		css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+		run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+			t.Helper()
+			if err := chromedp.Do(ctx, steps...); err != nil {
+				t.Fatalf("%s: %v\nconsole:\n%s", what, err, strings.Join(console.waitCSP(ctx, 0), "\n"))
+			}
+		}
+		eval := func(js string) string {
+			t.Helper()
+			v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+			if err != nil {
+				t.Fatalf("%s: %v", js, err)
+			}
+			return v
+		}
+		var violations []string
+		pageCSP := func(where string) {
+			t.Helper()
+			if v := eval(`window.__csp.join("\n")`); v != "" {
+				violations = append(violations, where+": "+v)
+			}
+		}
+
+		run("open /admin", chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(css("#api_key")))
+		if p := eval(`location.pathname`); p != "/admin/login" {
+			t.Errorf("/admin without a session is at %s, want /admin/login", p)
+		}
+		// Only admin.css sets this: a stylesheet blocked by the CSP leaves
+		// the browser's white.
+		if bg := eval(`getComputedStyle(document.body).backgroundColor`); bg != "rgb(246, 247, 249)" {
+			t.Errorf("the login page is not styled by admin.css: body background %q", bg)
+		}
+		pageCSP("login")
+		run("log in with a wrong key", chromedp.SendKeys(css("#api_key"), "not-the-key"),
+			chromedp.Click(css("button[type=submit]")), chromedp.WaitVisible(css("#login-error")))
+		if p, msg := eval(`location.pathname`), eval(`document.querySelector("#login-error").textContent`); p != "/admin/login" || msg != "Wrong key." {
+			t.Errorf("after a wrong key: at %s saying %q, want /admin/login saying \"Wrong key.\"", p, msg)
+		}
+		pageCSP("wrong key")
+		run("log in with the key", chromedp.SendKeys(css("#api_key"), key),
+			chromedp.Click(css("button[type=submit]")), chromedp.WaitVisible(css("#global")))
+		if p := eval(`location.pathname`); p != "/admin" {
+			t.Errorf("after the key: at %s, want /admin", p)
+		}
+		pageCSP("overview")
+
+		ratios := func(scope string) map[string]string {
+			t.Helper()
+			var m map[string]string
+			js := fmt.Sprintf(`JSON.stringify(Object.fromEntries([...document.querySelectorAll(%q)].map(
+				r => [r.dataset.window, r.querySelector(".ratio").textContent])))`, scope+" tr.window")
+			if err := json.Unmarshal([]byte(eval(js)), &m); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		want := func(path string) map[string]string {
+			t.Helper()
+			var rl map[string]json.RawMessage
+			if err := json.Unmarshal(s.do(t, "GET", path, nil, auth...).Body, &rl); err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]string{}
+			for name, raw := range rl {
+				var w struct{ Limit, Used int }
+				if !strings.HasPrefix(name, "per_") || json.Unmarshal(raw, &w) != nil {
+					continue // unit
+				}
+				if w.Limit == 0 {
+					m[name] = fmt.Sprintf("%d/∞", w.Used)
+				} else {
+					m[name] = fmt.Sprintf("%d/%d", w.Used, w.Limit)
+				}
+			}
+			return m
+		}
+		global, inboxWindows := ratios("#global"), ratios(fmt.Sprintf(`[data-inbox=%q]`, inbox))
+		if w := want("/v1/rate-limit"); fmt.Sprint(global) != fmt.Sprint(w) {
+			t.Errorf("the page's global windows %v, /v1/rate-limit %v", global, w)
+		}
+		if w := want("/v1/inboxes/" + inbox + "/rate-limit"); fmt.Sprint(inboxWindows) != fmt.Sprint(w) {
+			t.Errorf("the page's inbox windows %v, /v1/inboxes/%s/rate-limit %v", inboxWindows, inbox, w)
+		}
+		// What the setup makes them, so that agreeing on nothing fails.
+		if global["per_minute"] != "2/10" || global["per_hour"] != "2/100" || inboxWindows["per_minute"] != "2/2" {
+			t.Errorf("global %v, inbox %v; want per_minute 2/10, per_hour 2/100 and the inbox's per_minute 2/2",
+				global, inboxWindows)
+		}
+
+		run("log out", chromedp.Click(css("form.logout button")), chromedp.WaitVisible(css("#api_key")))
+		if p := eval(`location.pathname`); p != "/admin/login" {
+			t.Errorf("after logout: at %s, want /admin/login", p)
+		}
+		run("open /admin again", chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(css("#api_key")))
+		if p := eval(`location.pathname`); p != "/admin/login" {
+			t.Errorf("/admin after logout is at %s, want /admin/login", p)
+		}
+		pageCSP("after logout")
+
+		// The control: an inline style element must be refused and seen,
+		// both as the page's event and on the console.
+		events, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`new Promise(resolve => {
+			document.addEventListener("securitypolicyviolation", () => resolve(window.__csp), {once: true});
+			const style = document.createElement("style");
+			style.textContent = "body { color: red }";
+			document.head.appendChild(style);
+		})`, chromedp.EvalAwaitPromise))
+		if err != nil || len(events) != 1 || !strings.HasPrefix(events[0], "style-src") {
+			t.Fatalf("the deliberate violation was seen as %q (%v), want one style-src", events, err)
+		}
+		lines := console.waitCSP(ctx, 1)
+		var unexpected []string
+		for i, l := range lines {
+			if !(isCSPLine(l) && strings.Contains(l, "style") && i == len(lines)-1) {
+				unexpected = append(unexpected, l)
+			}
+		}
+		if len(unexpected) > 0 || len(lines) == 0 {
+			t.Errorf("console: %q, want only the deliberate violation", lines)
+		}
+		if len(violations) > 0 {
+			t.Errorf("CSP violations:\n%s", strings.Join(violations, "\n"))
+		}
+		t.Logf("the browser test on %s took %s", driver, time.Since(started).Round(time.Millisecond))
+	})
+}
+
+// startBrowser starts headless Chromium with a profile of its own, as
+// TestDocsInABrowser does, recording the console and each page's CSP
+// violations (window.__csp) from before any of its scripts runs. The
+// returned context bounds the visit.
+func startBrowser(t *testing.T) (context.Context, *consoleLines) {
+	t.Helper()
+	profile, err := os.MkdirTemp("", "nornweave-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	ctx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath()), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(profile),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		chromedp.Flag("disable-features", "MediaRouter,OptimizationHints,Translate,NetworkTimeServiceQuerying,"+
+			"CertificateTransparencyComponentUpdater,AutofillServerCommunication,DialMediaRouteProvider"),
+		chromedp.Flag("disable-domain-reliability", true), chromedp.Flag("no-pings", true),
+		chromedp.Flag("disable-client-side-phishing-detection", true), chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-extensions", true), chromedp.Flag("dns-prefetch-disable", true),
+		chromedp.Flag("disable-breakpad", true), chromedp.Flag("metrics-recording-only", true),
+		chromedp.WindowSize(1280, 1000))
+	t.Cleanup(cancelAlloc)
+	ctx, cancelBrowser := chromedp.NewContext(ctx)
+	t.Cleanup(cancelBrowser)
+	console := collectConsole(ctx)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `window.__csp = []; document.addEventListener("securitypolicyviolation",
+			e => window.__csp.push(e.violatedDirective + " " + e.blockedURI));`,
+	}); err != nil {
+		t.Fatalf("Chromium did not start: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx, console
+}
