@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,7 +27,7 @@ const (
 func (a *API) newAdmin() *admin.Handler {
 	return admin.New(admin.Options{
 		APIKey: a.APIKey, ServerKey: a.AdminSessionKey, SessionTTL: a.AdminSessionTTL,
-		Now: a.Clock.Now, Logger: a.logger,
+		Now: a.Clock.Now,
 		Blocked: func(r *http.Request) (bool, time.Duration) {
 			return a.authFailures.blocked(a.clientKey(r), a.Clock.Now())
 		},
@@ -34,6 +35,18 @@ func (a *API) newAdmin() *admin.Handler {
 		Secure:   a.viaTLS,
 		Overview: a.adminOverview,
 	})
+}
+
+// adminLoginFailed counts a wrong key on the login form as a failed API
+// key, and logs it as requireAPIKey does.
+func (a *API) adminLoginFailed(r *http.Request) {
+	ip := a.clientAddr(r).String()
+	a.logger.InfoContext(r.Context(), "admin login rejected", slog.String("client", ip))
+	if a.authFailures.fail(a.clientKey(r), a.Clock.Now()) {
+		a.logger.WarnContext(r.Context(), "too many failed API key attempts; client locked out",
+			slog.String("client", ip), slog.Int("failures", a.AuthFailureLimit),
+			slog.Int64("window_s", int64(authFailureWindow/time.Second)))
+	}
 }
 
 // viaTLS reports whether r came over TLS: to this server, or to a trusted

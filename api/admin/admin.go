@@ -12,7 +12,6 @@ import (
 	"crypto/subtle"
 	"embed"
 	"html/template"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,8 +45,8 @@ type Options struct {
 	// Now is the time; nil: time.Now.
 	Now func() time.Time
 	// Blocked reports whether r's client is locked out by its failed keys,
-	// and for how long; Failed counts one more failure of it. They are
-	// the API's lockout (AUTH_FAILURE_LIMIT); nil: none.
+	// and for how long; Failed counts (and logs) one more failure of it.
+	// They are the API's lockout (AUTH_FAILURE_LIMIT); nil: none.
 	Blocked func(r *http.Request) (bool, time.Duration)
 	Failed  func(r *http.Request)
 	// Secure reports whether r came over TLS (directly, or through a
@@ -55,7 +54,6 @@ type Options struct {
 	Secure func(r *http.Request) bool
 	// Overview reads what the overview shows.
 	Overview func(ctx context.Context) (Overview, error)
-	Logger   *slog.Logger
 }
 
 // Handler serves the dashboard's routes; api/routes.go names them. It is
@@ -79,9 +77,6 @@ func New(o Options) *Handler {
 	}
 	if o.Secure == nil {
 		o.Secure = func(r *http.Request) bool { return r.TLS != nil }
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.ServerKey == nil {
 		o.ServerKey = make([]byte, 32)
@@ -183,7 +178,6 @@ func (h *Handler) Login(c echo.Context) error {
 	}
 	got := sha256.Sum256([]byte(c.FormValue("api_key")))
 	if subtle.ConstantTimeCompare(got[:], h.apiKey[:]) != 1 {
-		h.o.Logger.InfoContext(r.Context(), "admin login rejected")
 		if h.o.Failed != nil {
 			h.o.Failed(r)
 		}
