@@ -28,6 +28,7 @@ type Store interface {
 	Inbox(ctx context.Context, id string) (*store.Inbox, error)
 	InboxCopy(ctx context.Context, id string) (*store.Inbox, error) // for a send: see skuld.Store
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
+	BusiestInboxes(ctx context.Context, since time.Time, limit int) ([]store.Inbox, error)
 	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
 	DeleteInbox(ctx context.Context, id string, clk clock.Clock) error
 	Thread(ctx context.Context, id string) (*store.Thread, error)

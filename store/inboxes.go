@@ -211,3 +211,20 @@ func (c *inboxCache) evict(id string) {
 	delete(c.m, id)
 	c.gen++
 }
+
+// BusiestInboxes returns up to limit inboxes with the most sends in the
+// throttle's log counted since since or still in flight, busiest first:
+// one grouped statement on send_log's counted_at index, whatever the
+// number of inboxes, for the dashboard's overview.
+func (s *Store) BusiestInboxes(ctx context.Context, since time.Time, limit int) ([]Inbox, error) {
+	ins := []Inbox{}
+	busy := s.db.WithContext(ctx).Model(&SendSlot{}).Select("scope, count(*) AS n").
+		Where("scope <> '' AND (counted_at >= ? OR counted_at IS NULL)", utc(since)).Group("scope")
+	err := s.db.WithContext(ctx).Table("inboxes").Select("inboxes.*").
+		Joins("JOIN (?) AS b ON b.scope = inboxes.email_address", busy).
+		Order("b.n DESC, inboxes.email_address").Limit(noLimit(limit)).Find(&ins).Error
+	if err != nil {
+		return nil, wrap(err, "busiest inboxes since %s", since)
+	}
+	return ins, nil
+}

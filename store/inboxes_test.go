@@ -215,3 +215,43 @@ func TestInboxCacheIgnoresReadsThatRacedADelete(t *testing.T) {
 		t.Fatal("an undisturbed read was not cached")
 	}
 }
+
+// BusiestInboxes ranks inboxes by their sends in the throttle's log since
+// a moment, in flight ones included, and leaves out the idle and the old.
+func TestBusiestInboxes(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		ins := map[string]*Inbox{}
+		for _, addr := range []string{"a@example.com", "b@example.com", "c@example.com", "idle@example.com"} {
+			in := newInbox(addr)
+			if err := s.CreateInbox(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+			ins[addr] = in
+		}
+		at := t0.Add(time.Minute)
+		old := sendWithSlot(t, s, ins["c@example.com"], 0, 30*time.Second) // counted before the minute
+		settle(t, s, old, StatusSent, &t0)
+		for range 3 {
+			m := sendWithSlot(t, s, ins["b@example.com"], time.Minute, 30*time.Second)
+			settle(t, s, m, StatusSent, &at)
+		}
+		sendWithSlot(t, s, ins["a@example.com"], time.Minute, 30*time.Second) // in flight
+		m := sendWithSlot(t, s, ins["a@example.com"], time.Minute, 30*time.Second)
+		settle(t, s, m, StatusSent, &at)
+		got, err := s.BusiestInboxes(ctx, at, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var addrs []string
+		for _, in := range got {
+			addrs = append(addrs, in.EmailAddress)
+		}
+		if fmt.Sprint(addrs) != "[b@example.com a@example.com]" {
+			t.Fatalf("BusiestInboxes = %v, want b (3) then a (2, one in flight); c's send is older, idle has none", addrs)
+		}
+		if got, _ := s.BusiestInboxes(ctx, at, 1); len(got) != 1 || got[0].EmailAddress != "b@example.com" {
+			t.Fatalf("BusiestInboxes(limit 1) = %v", got)
+		}
+	})
+}
