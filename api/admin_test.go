@@ -21,6 +21,12 @@ func (adminStore) Inboxes(context.Context, int, int) ([]store.Inbox, error) {
 		{ID: "busy", EmailAddress: "busy@acme.test", Name: "Busy", RateLimitPerMinute: &five}}, nil
 }
 
+// BusiestInboxes finds none busy: the overview shows the inboxes by
+// address, the busier first by its windows.
+func (adminStore) BusiestInboxes(context.Context, time.Time, int) ([]store.Inbox, error) {
+	return nil, nil
+}
+
 type fakeHeld struct{}
 
 func (fakeHeld) HeldStats(context.Context) (store.HeldStats, error) {
