@@ -1,15 +1,12 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/nornweave/nornweave/core/config"
@@ -25,10 +22,6 @@ import (
 // violates its CSP; a violation made on purpose at the end proves the
 // checks see one.
 func TestAdminInABrowser(t *testing.T) {
-	bin := chromiumPath()
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("Chromium is needed at %s (%v): run scripts/ensure-chromium.sh, or set CHROMIUM", bin, err)
-	}
 	forEachDriver(t, func(t *testing.T, driver string) {
 		started := time.Now()
 		const key = "admin-page-key"
@@ -64,7 +57,7 @@ func TestAdminInABrowser(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 
-		ctx, console := startBrowser(t)
+		ctx, console := startBrowser(t, 2*time.Minute)
 		css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 		run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 			t.Helper()
@@ -190,50 +183,4 @@ func TestAdminInABrowser(t *testing.T) {
 		}
 		t.Logf("the browser test on %s took %s", driver, time.Since(started).Round(time.Millisecond))
 	})
-}
-
-// startBrowser starts headless Chromium with a profile of its own, as
-// TestDocsInABrowser does, recording the console and each page's CSP
-// violations (window.__csp) from before any of its scripts runs. The
-// returned context bounds the visit.
-func startBrowser(t *testing.T) (context.Context, *consoleLines) {
-	t.Helper()
-	profile, err := os.MkdirTemp("", "nornweave-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	ctx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath()), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(profile),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-		chromedp.Flag("disable-features", "MediaRouter,OptimizationHints,Translate,NetworkTimeServiceQuerying,"+
-			"CertificateTransparencyComponentUpdater,AutofillServerCommunication,DialMediaRouteProvider"),
-		chromedp.Flag("disable-domain-reliability", true), chromedp.Flag("no-pings", true),
-		chromedp.Flag("disable-client-side-phishing-detection", true), chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("disable-extensions", true), chromedp.Flag("dns-prefetch-disable", true),
-		chromedp.Flag("disable-breakpad", true), chromedp.Flag("metrics-recording-only", true),
-		chromedp.WindowSize(1280, 1000))
-	t.Cleanup(cancelAlloc)
-	ctx, cancelBrowser := chromedp.NewContext(ctx)
-	t.Cleanup(cancelBrowser)
-	console := collectConsole(ctx)
-	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
-		Source: `window.__csp = []; document.addEventListener("securitypolicyviolation",
-			e => window.__csp.push(e.violatedDirective + " " + e.blockedURI));`,
-	}); err != nil {
-		t.Fatalf("Chromium did not start: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx, console
 }
