@@ -338,3 +338,22 @@ func (s *Store) HeldStats(ctx context.Context) (HeldStats, error) {
 	}
 	return st, nil
 }
+
+// HeldPage returns up to limit held messages from offset, in the order
+// the dashboard lists them: by inbox, each inbox's queued mail first in
+// its lane's order (LaneHead's: when it became due, then id), then its
+// scheduled mail by scheduled_at (which is COALESCE's value for them).
+// "queued" sorts before "scheduled", so the order is one index's,
+// messages_held_page_idx (migration 0017): a page stops at its LIMIT.
+// Bodies are not read.
+func (s *Store) HeldPage(ctx context.Context, limit, offset int) ([]Message, error) {
+	var ms []Message
+	// The statuses are written out, as DueMessage's are, so that a
+	// prepared statement's generic plan can use the partial index.
+	err := s.db.WithContext(ctx).Model(&Message{}).
+		Select("id, inbox_id, status, subject, to_addresses, cc_addresses, bcc_addresses, created_at, scheduled_at, next_attempt_at").
+		Where("status IN ('" + StatusScheduled + "', '" + StatusQueued + "')").
+		Order("inbox_id, status, COALESCE(scheduled_at, created_at), id").
+		Limit(limit).Offset(offset).Find(&ms).Error
+	return ms, wrap(err, "held messages")
+}
