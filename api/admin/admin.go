@@ -1,8 +1,8 @@
 // Package admin is the dashboard under /admin: server-rendered, read-only
 // pages (html/template) and their stylesheet, embedded in the binary. It
-// renders what the api package reads for it (Options.Overview) and keeps
-// the dashboard's sessions; it reads neither the database nor the throttle
-// itself.
+// renders what the api package reads for it (Options.Overview, Held,
+// Suppressions, Webhooks) and keeps the dashboard's sessions; it reads
+// neither the database nor the throttle itself.
 package admin
 
 import (
@@ -54,6 +54,10 @@ type Options struct {
 	Secure func(r *http.Request) bool
 	// Overview reads what the overview shows.
 	Overview func(ctx context.Context) (Overview, error)
+	// Held, Suppressions and Webhooks read what their pages show.
+	Held         HeldFunc
+	Suppressions SuppressionsFunc
+	Webhooks     WebhooksFunc
 }
 
 // Handler serves the dashboard's routes; api/routes.go names them. It is

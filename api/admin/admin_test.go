@@ -32,6 +32,11 @@ type harness struct {
 	now  time.Time
 	lock *fakeLockout
 	ov   Overview
+	// What the list pages read, and what they were last asked.
+	held  []HeldMessage
+	sups  []Suppression
+	hooks []WebhookEndpoint
+	asked []any
 }
 
 // newHarness serves the dashboard's routes as api/routes.go does.
@@ -42,9 +47,21 @@ func newHarness(t *testing.T, apiKey string) *harness {
 	hs.h = New(Options{APIKey: apiKey, ServerKey: []byte("0123456789abcdef0123456789abcdef"),
 		SessionTTL: time.Hour, Now: func() time.Time { return hs.now },
 		Blocked: hs.lock.blocked, Failed: hs.lock.failed,
-		Overview: func(context.Context) (Overview, error) { return hs.ov, nil }})
+		Overview: func(context.Context) (Overview, error) { return hs.ov, nil },
+		Held: func(_ context.Context, limit, offset int) ([]HeldMessage, error) {
+			hs.asked = []any{limit, offset}
+			return window(hs.held, limit, offset), nil
+		},
+		Suppressions: func(_ context.Context, reason string, limit, offset int) ([]Suppression, int64, error) {
+			hs.asked = []any{reason, limit, offset}
+			return window(hs.sups, limit, offset), int64(len(hs.sups)), nil
+		},
+		Webhooks: func(context.Context) ([]WebhookEndpoint, error) { return hs.hooks, nil }})
 	e := echo.New()
 	e.GET("/admin", hs.h.ShowOverview, hs.h.RequireSession)
+	e.GET("/admin/held", hs.h.ShowHeld, hs.h.RequireSession)
+	e.GET("/admin/suppressions", hs.h.ShowSuppressions, hs.h.RequireSession)
+	e.GET("/admin/webhooks", hs.h.ShowWebhooks, hs.h.RequireSession)
 	e.GET("/admin/admin.css", hs.h.Stylesheet)
 	e.GET("/admin/icon.svg", hs.h.Icon)
 	e.GET("/admin/login", hs.h.LoginForm)

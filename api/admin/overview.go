@@ -97,6 +97,8 @@ var funcs = template.FuncMap{
 		return now.Add(time.Duration(s) * time.Second).UTC().Format(time.RFC3339)
 	},
 	"utc":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"nav":   func() []navItem { return nav },
+	"pager": func(path string, p Paging) pagerData { return pagerData{Path: path, P: p} },
 	"scope": func(at time.Time, ws []Window) windowsTable { return windowsTable{At: at, Windows: ws} },
 }
 
@@ -108,8 +110,7 @@ type windowsTable struct {
 
 // overviewPage is the overview's template data.
 type overviewPage struct {
-	Title    string
-	LoggedIn bool
+	chrome
 	Overview
 }
 
@@ -122,6 +123,6 @@ func (h *Handler) ShowOverview(c echo.Context) error {
 	if ov.At.IsZero() {
 		ov.At = h.o.Now()
 	}
-	return h.render(c, http.StatusOK, "overview", overviewPage{Title: "Overview",
-		LoggedIn: h.o.APIKey != "", Overview: ov})
+	return h.render(c, http.StatusOK, "overview", overviewPage{chrome: h.chrome("Overview", "overview"),
+		Overview: ov})
 }
