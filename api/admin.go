@@ -30,6 +30,7 @@ func (a *API) newAdmin() *admin.Handler {
 		Failed:   func(r *http.Request) { a.authFailures.fail(a.clientKey(r), a.Clock.Now()) },
 		Secure:   a.viaTLS,
 		Overview: a.adminOverview,
+		Held:     a.adminHeld, Suppressions: a.adminSuppressions, Webhooks: a.adminWebhooks,
 	})
 }
 
@@ -124,4 +125,81 @@ func adminWindows(p throttle.ScopeState, global bool) []admin.Window {
 		out = append(out, w("per_second", p.PerSecond))
 	}
 	return append(out, w("per_minute", p.PerMinute), w("per_hour", p.PerHour), w("per_day", p.PerDay))
+}
+
+// adminHeld reads a page of the held mail for the dashboard's Held page
+// (store.HeldPage: one statement on its own index); none without a store
+// of held mail.
+func (a *API) adminHeld(ctx context.Context, limit, offset int) ([]admin.HeldMessage, error) {
+	if a.Held == nil {
+		return nil, nil
+	}
+	ms, err := a.Held.HeldPage(ctx, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.HeldMessage, len(ms))
+	for i, m := range ms {
+		out[i] = admin.HeldMessage{ID: m.ID, InboxID: m.InboxID, Status: m.Status, Subject: m.Subject,
+			Recipients:  len(m.ToAddresses) + len(m.CcAddresses) + len(m.BccAddresses),
+			ScheduledAt: derefTime(m.ScheduledAt), NextAttempt: derefTime(m.NextAttemptAt)}
+	}
+	return out, nil
+}
+
+// adminSuppressions reads a page of the suppression list.
+func (a *API) adminSuppressions(ctx context.Context, reason string, limit, offset int) ([]admin.Suppression, int64, error) {
+	list, total, err := a.Store.Suppressions(ctx, store.SuppressionFilter{Reason: reason, Limit: limit, Offset: offset})
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]admin.Suppression, len(list))
+	for i, s := range list {
+		out[i] = admin.Suppression{Email: s.Email, Reason: s.Reason, Source: s.Source,
+			MessageID: deref(s.MessageID), CreatedAt: s.CreatedAt}
+	}
+	return out, total, nil
+}
+
+// adminWebhooks reads the webhook endpoints, without their secrets, and
+// each one's latest attempts: the log is kept oldest first, so its count
+// says where the last admin.DeliveriesShown begin.
+func (a *API) adminWebhooks(ctx context.Context) ([]admin.WebhookEndpoint, error) {
+	es, err := a.Store.WebhookEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.WebhookEndpoint, len(es))
+	for i, e := range es {
+		out[i] = admin.WebhookEndpoint{ID: e.ID, URL: e.URL, Events: e.Events, Enabled: e.Enabled,
+			DisabledReason: deref(e.DisabledReason), FailingSince: derefTime(e.FailingSince), CreatedAt: e.CreatedAt}
+		_, n, err := a.Store.WebhookDeliveries(ctx, store.WebhookDeliveryFilter{EndpointID: e.ID, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		ds, _, err := a.Store.WebhookDeliveries(ctx, store.WebhookDeliveryFilter{EndpointID: e.ID,
+			Limit: admin.DeliveriesShown, Offset: int(max(0, n-admin.DeliveriesShown))})
+		if err != nil {
+			return nil, err
+		}
+		for j := len(ds) - 1; j >= 0; j-- {
+			d := ds[j]
+			code := 0
+			if d.StatusCode != nil {
+				code = *d.StatusCode
+			}
+			out[i].Deliveries = append(out[i].Deliveries, admin.WebhookDelivery{EventType: d.EventType,
+				Attempt: d.Attempt, StatusCode: code, LatencyMS: d.LatencyMS, Error: deref(d.Error),
+				NextRetryAt: derefTime(d.NextRetryAt), At: d.CreatedAt})
+		}
+	}
+	return out, nil
+}
+
+// derefTime is *t, or the zero time for nil.
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }

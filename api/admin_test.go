@@ -29,6 +29,51 @@ func (adminStore) BusiestInboxes(context.Context, time.Time, int) ([]store.Inbox
 
 type fakeHeld struct{}
 
+// HeldPage answers one queued and one scheduled message of inbox "busy",
+// the second with a hostile subject, whatever the page.
+func (fakeHeld) HeldPage(_ context.Context, limit, offset int) ([]store.Message, error) {
+	if offset > 0 {
+		return nil, nil
+	}
+	next, at := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	return []store.Message{
+		{ID: "q1", InboxID: "busy", Status: store.StatusQueued, Subject: "Queued", NextAttemptAt: &next,
+			ToAddresses: store.StringList{"a@x.test", "b@x.test"}, CcAddresses: store.StringList{"c@x.test"}},
+		{ID: "s1", InboxID: "busy", Status: store.StatusScheduled, Subject: adminHostile, ScheduledAt: &at,
+			BccAddresses: store.StringList{"d@x.test"}},
+	}[:min(2, limit)], nil
+}
+
+// adminHostile is user text that must render as text.
+const adminHostile = `<script>alert(1)</script>"><svg onload=alert(2)>` + "\u202E"
+
+// Suppressions answers one hostile address; it records the filter.
+func (adminStore) Suppressions(_ context.Context, f store.SuppressionFilter) ([]store.Suppression, int64, error) {
+	msg := "m1"
+	return []store.Suppression{{Email: adminHostile + "@x.test", Reason: f.Reason + "manual", Source: "api", MessageID: &msg,
+		CreatedAt: time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)}}, 1, nil
+}
+
+// WebhookEndpoints answers one endpoint with a secret, whose log holds 25
+// attempts.
+func (adminStore) WebhookEndpoints(context.Context) ([]store.WebhookEndpoint, error) {
+	why := "failing: " + adminHostile
+	return []store.WebhookEndpoint{{ID: "we1", URL: "http://127.0.0.1:9/" + adminHostile, Secret: "whsec_TOPSECRET",
+		PreviousSecret: &why, DisabledReason: &why, Events: store.StringList{"message.sent"}}}, nil
+}
+
+// WebhookDeliveries is a log of 25 attempts, 1 to 25, oldest first.
+func (adminStore) WebhookDeliveries(_ context.Context, f store.WebhookDeliveryFilter) ([]store.WebhookDelivery, int64, error) {
+	var all []store.WebhookDelivery
+	for i := 1; i <= 25; i++ {
+		code, e := 500, adminHostile
+		all = append(all, store.WebhookDelivery{EndpointID: f.EndpointID, EventType: "message.sent", Attempt: i,
+			StatusCode: &code, Error: &e, LatencyMS: int64(i)})
+	}
+	lo := min(len(all), f.Offset)
+	return all[lo:min(len(all), lo+f.Limit)], int64(len(all)), nil
+}
+
 func (fakeHeld) HeldStats(context.Context) (store.HeldStats, error) {
 	return store.HeldStats{Count: map[string]int64{store.StatusScheduled: 2, store.StatusQueued: 1},
 		OldestQueued: time.Now().Add(-95 * time.Second)}, nil
@@ -58,6 +103,9 @@ func TestAdminHeadersOnEveryResponse(t *testing.T) {
 		status             int
 	}{
 		{"GET", "/admin", "", http.StatusSeeOther},
+		{"GET", "/admin/held", "", http.StatusSeeOther},
+		{"GET", "/admin/suppressions", "", http.StatusSeeOther},
+		{"GET", "/admin/webhooks", "", http.StatusSeeOther},
 		{"GET", "/admin/", "", http.StatusSeeOther},
 		{"GET", "/admin/login", "", http.StatusOK},
 		{"GET", "/admin/admin.css", "", http.StatusOK},
@@ -139,5 +187,55 @@ func TestAdminOverview(t *testing.T) {
 	// Equal loads keep the store's order; both inboxes show.
 	if q, b := strings.Index(body, `data-inbox="quiet"`), strings.Index(body, `data-inbox="busy"`); q < 0 || b < 0 {
 		t.Errorf("overview lacks an inbox (quiet at %d, busy at %d)", q, b)
+	}
+}
+
+// The three list pages through the API: what the store holds, mapped,
+// escaped, and behind the CSP; a webhook's secret never on the page.
+func TestAdminListPages(t *testing.T) {
+	h := newAdminTestAPI("", 0)
+	get := func(path string) string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, adminRequest("GET", path, ""))
+		if rec.Code != http.StatusOK || rec.Header().Get("Content-Security-Policy") != admin.CSP {
+			t.Fatalf("GET %s = %d, CSP %q; want 200 and the dashboard's CSP:\n%s", path, rec.Code,
+				rec.Header().Get("Content-Security-Policy"), rec.Body)
+		}
+		body := rec.Body.String()
+		for _, bad := range []string{"<script>", "<svg"} {
+			if strings.Contains(body, bad) {
+				t.Errorf("GET %s: %q unescaped", path, bad)
+			}
+		}
+		return body
+	}
+	esc := "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&gt;&lt;svg onload=alert(2)&gt;\u202E"
+	for path, wants := range map[string][]string{
+		"/admin/held": {`data-inbox="busy"`, `data-message="q1"`, `<td class="recipients">3</td>`,
+			`<td class="next"><time datetime="2026-11-27T09:00:00Z">`, `<td class="recipients">1</td>`,
+			`<td class="scheduled"><time datetime="2026-11-27T10:00:00Z">`, "<bdi>" + esc + "</bdi>"},
+		"/admin/suppressions?reason=bounce": {"<bdi>" + esc + "@x.test</bdi>", "<bdi>bouncemanual</bdi>", "<bdi>m1</bdi>", "1–1 of 1"},
+		// The last 20 of 25 attempts, newest first: 25 down to 6.
+		"/admin/webhooks": {`<bdi class="url">http://127.0.0.1:9/` + esc + "</bdi>", "no: <bdi>failing: " + esc + "</bdi>",
+			`<td class="error"><bdi>` + esc + "</bdi>", `<td class="attempt">25</td>`, `<td class="attempt">6</td>`},
+	} {
+		body := get(path)
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				t.Errorf("GET %s lacks %q:\n%s", path, want, body)
+			}
+		}
+		if path == "/admin/webhooks" {
+			if strings.Contains(body, "TOPSECRET") || strings.Contains(body, `<td class="attempt">5</td>`) {
+				t.Errorf("webhooks page shows the secret or an attempt older than the last 20:\n%s", body)
+			}
+			if n := strings.Count(body, `<tr class="delivery">`); n != 20 {
+				t.Errorf("webhooks page shows %d attempts, want 20", n)
+			}
+			if i, j := strings.Index(body, `"attempt">25<`), strings.Index(body, `"attempt">6<`); i > j {
+				t.Errorf("attempts oldest first, want newest first")
+			}
+		}
 	}
 }

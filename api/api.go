@@ -113,6 +113,7 @@ type Options struct {
 	// Held, when set, reports the held mail the dashboard shows.
 	Held interface {
 		HeldStats(ctx context.Context) (store.HeldStats, error)
+		HeldPage(ctx context.Context, limit, offset int) ([]store.Message, error)
 	}
 	// CORSOrigins lists the origins allowed to call the API from a browser
 	// ("*" for any); empty sends no CORS headers at all.
