@@ -20,7 +20,10 @@ import (
 // /v1/rate-limit and /v1/inboxes/{id}/rate-limit answer. Logout returns to
 // the form, and /admin sends there again. No page logs to the console or
 // violates its CSP; a violation made on purpose at the end proves the
-// checks see one.
+// checks see one. Held, Suppressions and Webhooks are reached through the
+// nav, each marked current, each showing what the API just made: a
+// scheduled message with its time, a manual suppression, an endpoint
+// without its secret.
 func TestAdminInABrowser(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		started := time.Now()
@@ -29,6 +32,7 @@ func TestAdminInABrowser(t *testing.T) {
 			c.APIKey = key
 			c.SendRateLimitPerMinute, c.SendRateLimitPerHour = 10, 100
 			c.InboxSendRateLimitPerMinute = 2
+			webhookConfig(c) // http and loopback targets, for the Webhooks page's endpoint
 		})
 		auth := []string{"X-API-Key", key}
 		inbox := s.createInbox(t, "dash", auth...)
@@ -146,6 +150,59 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("global %v, inbox %v; want per_minute 2/10, per_hour 2/100 and the inbox's per_minute 2/2",
 				global, inboxWindows)
 		}
+
+		// The list pages, reached through the nav: a message scheduled an
+		// hour ahead on Held with its time, a manual suppression, and a
+		// webhook endpoint without its secret.
+		at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"bea@example.com"},
+			"subject": "Later <b>", "body": "Hi", "scheduled_at": at.Format(time.RFC3339)}, auth...)
+		if r.Status != 201 && r.Status != 202 {
+			t.Fatalf("scheduled send = %d: %s", r.Status, r.Body)
+		}
+		scheduled := r.JSON(t)["id"].(string)
+		if r := s.do(t, "POST", "/v1/suppressions", map[string]any{"email": "gone@example.com", "reason": "manual"}, auth...); r.Status != 201 {
+			t.Fatalf("suppression = %d: %s", r.Status, r.Body)
+		}
+		r = s.do(t, "POST", "/v1/webhooks", map[string]any{"url": "http://127.0.0.1:9/dash-hook", "events": []string{"message.sent"}}, auth...)
+		if r.Status != 201 {
+			t.Fatalf("webhook = %d: %s", r.Status, r.Body)
+		}
+		hook, secret := r.JSON(t)["id"].(string), r.JSON(t)["secret"].(string)
+		current := func(want string) {
+			t.Helper()
+			if p, cur := eval(`location.pathname`), eval(`document.querySelector('header nav a[aria-current="page"]').getAttribute("href")`); p != want || cur != want {
+				t.Errorf("at %s with %s marked current, want %s for both", p, cur, want)
+			}
+		}
+		run("open Held from the nav", chromedp.Click(css(`header nav a[href="/admin/held"]`)),
+			chromedp.WaitVisible(css(fmt.Sprintf(`tr[data-message=%q]`, scheduled))))
+		current("/admin/held")
+		row := fmt.Sprintf(`document.querySelector('tr[data-message=%q]')`, scheduled)
+		if st, subj, when := eval(row+`.querySelector(".status").textContent`), eval(row+`.querySelector(".subject").textContent`),
+			eval(row+`.querySelector(".scheduled time").getAttribute("datetime")`); st != "scheduled" || subj != "Later <b>" || when != at.Format(time.RFC3339) {
+			t.Errorf("Held row: %q %q at %q, want scheduled \"Later <b>\" at %s", st, subj, when, at.Format(time.RFC3339))
+		}
+		pageCSP("held")
+		run("open Suppressions from the nav", chromedp.Click(css(`header nav a[href="/admin/suppressions"]`)),
+			chromedp.WaitVisible(css("tr.suppression")))
+		current("/admin/suppressions")
+		if got := eval(`[...document.querySelectorAll("tr.suppression")].map(r => r.querySelector(".email").textContent + " " + r.querySelector(".reason").textContent).join("|")`); got != "gone@example.com manual" {
+			t.Errorf("Suppressions rows %q, want \"gone@example.com manual\"", got)
+		}
+		pageCSP("suppressions")
+		run("open Webhooks from the nav", chromedp.Click(css(`header nav a[href="/admin/webhooks"]`)),
+			chromedp.WaitVisible(css(fmt.Sprintf(`section[data-endpoint=%q]`, hook))))
+		current("/admin/webhooks")
+		if u := eval(`document.querySelector("section.endpoint .url").textContent`); u != "http://127.0.0.1:9/dash-hook" {
+			t.Errorf("Webhooks endpoint URL %q", u)
+		}
+		if strings.Contains(eval(`document.documentElement.outerHTML`), secret) {
+			t.Errorf("the Webhooks page holds the endpoint's secret")
+		}
+		pageCSP("webhooks")
+		run("back to the overview from the nav", chromedp.Click(css(`header nav a[href="/admin"]`)), chromedp.WaitVisible(css("#global")))
+		current("/admin")
 
 		run("log out", chromedp.Click(css("form.logout button")), chromedp.WaitVisible(css("#api_key")))
 		if p := eval(`location.pathname`); p != "/admin/login" {
