@@ -350,7 +350,15 @@ func (s *Store) HeldPage(ctx context.Context, limit, offset int) ([]Message, err
 	var ms []Message
 	// The statuses are written out, as DueMessage's are, so that a
 	// prepared statement's generic plan can use the partial index.
-	err := s.db.WithContext(ctx).Model(&Message{}).
+	// SQLite, with no statistics (nothing here runs ANALYZE), picks
+	// messages_held_idx and sorts every held row; INDEXED BY holds it to
+	// the page's index, and fails the statement if that index cannot
+	// answer it.
+	table := "messages"
+	if s.driver == DriverSQLite {
+		table = "messages INDEXED BY messages_held_page_idx"
+	}
+	err := s.db.WithContext(ctx).Table(table).
 		Select("id, inbox_id, status, subject, to_addresses, cc_addresses, bcc_addresses, created_at, scheduled_at, next_attempt_at").
 		Where("status IN ('" + StatusScheduled + "', '" + StatusQueued + "')").
 		Order("inbox_id, status, COALESCE(scheduled_at, created_at), id").
