@@ -54,7 +54,8 @@ type Options struct {
 	Secure func(r *http.Request) bool
 	// Overview reads what the overview shows.
 	Overview func(ctx context.Context) (Overview, error)
-	// Held, Suppressions and Webhooks read what their pages show.
+	// Held, Suppressions and Webhooks read what their pages show; nil:
+	// the page shows none.
 	Held         HeldFunc
 	Suppressions SuppressionsFunc
 	Webhooks     WebhooksFunc

@@ -137,9 +137,12 @@ type heldPage struct {
 // HeldPageSize rows a page.
 func (h *Handler) ShowHeld(c echo.Context) error {
 	off := offsetParam(c)
-	ms, err := h.o.Held(c.Request().Context(), HeldPageSize+1, off)
-	if err != nil {
-		return err
+	var ms []HeldMessage
+	if h.o.Held != nil {
+		var err error
+		if ms, err = h.o.Held(c.Request().Context(), HeldPageSize+1, off); err != nil {
+			return err
+		}
 	}
 	more := len(ms) > HeldPageSize
 	ms = ms[:min(len(ms), HeldPageSize)]
@@ -174,9 +177,13 @@ func (h *Handler) ShowSuppressions(c echo.Context) error {
 	if !slices.Contains(SuppressionReasons, reason) {
 		reason = ""
 	}
-	rows, total, err := h.o.Suppressions(c.Request().Context(), reason, SuppressionPageSize, off)
-	if err != nil {
-		return err
+	var rows []Suppression
+	var total int64
+	if h.o.Suppressions != nil {
+		var err error
+		if rows, total, err = h.o.Suppressions(c.Request().Context(), reason, SuppressionPageSize, off); err != nil {
+			return err
+		}
 	}
 	p := suppressionsPage{chrome: h.chrome("Suppressions", "suppressions"), Reason: reason,
 		Reasons: SuppressionReasons, Rows: rows,
@@ -195,9 +202,12 @@ type webhooksPage struct {
 // ShowWebhooks serves GET /admin/webhooks: the endpoints and their latest
 // attempts.
 func (h *Handler) ShowWebhooks(c echo.Context) error {
-	es, err := h.o.Webhooks(c.Request().Context())
-	if err != nil {
-		return err
+	var es []WebhookEndpoint
+	if h.o.Webhooks != nil {
+		var err error
+		if es, err = h.o.Webhooks(c.Request().Context()); err != nil {
+			return err
+		}
 	}
 	return h.render(c, http.StatusOK, "webhooks", webhooksPage{chrome: h.chrome("Webhooks", "webhooks"), Endpoints: es})
 }
