@@ -184,6 +184,17 @@ func (s *Store) WebhookDeliveries(ctx context.Context, f WebhookDeliveryFilter) 
 	return ds, n, wrap(err, "webhook deliveries of %s", f.EndpointID)
 }
 
+// LatestWebhookDeliveries returns an endpoint's last n attempts, newest
+// first: one read backwards along webhook_deliveries_endpoint_idx that
+// stops at n, however long the log (counting it to page to its end would
+// read all of it).
+func (s *Store) LatestWebhookDeliveries(ctx context.Context, endpointID string, n int) ([]WebhookDelivery, error) {
+	var ds []WebhookDelivery
+	err := s.db.WithContext(ctx).Where("endpoint_id = ?", endpointID).
+		Order("created_at DESC, id DESC").Limit(n).Find(&ds).Error
+	return ds, wrap(err, "latest webhook deliveries of %s", endpointID)
+}
+
 // WebhookDelivery returns attempt id of endpoint endpointID.
 func (s *Store) WebhookDelivery(ctx context.Context, endpointID, id string) (*WebhookDelivery, error) {
 	var d WebhookDelivery

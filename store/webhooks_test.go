@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,54 @@ func TestWebhookHealth(t *testing.T) {
 		}
 		if e := reload(); e.Enabled || e.DisabledReason == nil {
 			t.Fatalf("endpoint %+v, want disabled with its reason", e)
+		}
+	})
+}
+
+// LatestWebhookDeliveries: the last n attempts of one endpoint, newest
+// first, none of another's.
+func TestLatestWebhookDeliveries(t *testing.T) {
+	t.Parallel()
+	forEachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		var eps []*WebhookEndpoint
+		for range 2 {
+			ep := &WebhookEndpoint{URL: "https://example.com/hook", Events: StringList{"message.sent"}, Enabled: true, Secret: "whsec_x"}
+			if err := s.CreateWebhookEndpoint(ctx, ep); err != nil {
+				t.Fatal(err)
+			}
+			eps = append(eps, ep)
+		}
+		ev := &WebhookEvent{ID: "evt_l", Type: "message.sent", Payload: "{}", CreatedAt: time.Now()}
+		if err := s.db.Create(ev).Error; err != nil {
+			t.Fatal(err)
+		}
+		base := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+		for i := range 25 {
+			for j, ep := range eps {
+				d := &WebhookDelivery{ID: fmt.Sprintf("d%d-%02d", j, i), EndpointID: ep.ID, EventID: ev.ID,
+					EventType: ev.Type, Attempt: i + 1, CreatedAt: base.Add(time.Duration(i) * time.Second)}
+				if err := s.db.Create(d).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ds, err := s.LatestWebhookDeliveries(ctx, eps[0].ID, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for _, d := range ds {
+			if d.EndpointID != eps[0].ID {
+				t.Errorf("delivery %s of endpoint %s, want only %s's", d.ID, d.EndpointID, eps[0].ID)
+			}
+			got = append(got, d.Attempt)
+		}
+		if len(got) != 20 || got[0] != 25 || got[19] != 6 {
+			t.Errorf("attempts %v, want 25 down to 6", got)
+		}
+		if ds, err := s.LatestWebhookDeliveries(ctx, "nothing", 20); err != nil || len(ds) != 0 {
+			t.Errorf("an unknown endpoint: %v, %v; want none", ds, err)
 		}
 	})
 }
