@@ -162,8 +162,8 @@ func (a *API) adminSuppressions(ctx context.Context, reason string, limit, offse
 }
 
 // adminWebhooks reads the webhook endpoints, without their secrets, and
-// each one's latest attempts: the log is kept oldest first, so its count
-// says where the last admin.DeliveriesShown begin.
+// each one's latest attempts (one statement per endpoint, stopped at
+// admin.DeliveriesShown).
 func (a *API) adminWebhooks(ctx context.Context) ([]admin.WebhookEndpoint, error) {
 	es, err := a.Store.WebhookEndpoints(ctx)
 	if err != nil {
@@ -173,17 +173,11 @@ func (a *API) adminWebhooks(ctx context.Context) ([]admin.WebhookEndpoint, error
 	for i, e := range es {
 		out[i] = admin.WebhookEndpoint{ID: e.ID, URL: e.URL, Events: e.Events, Enabled: e.Enabled,
 			DisabledReason: deref(e.DisabledReason), FailingSince: derefTime(e.FailingSince), CreatedAt: e.CreatedAt}
-		_, n, err := a.Store.WebhookDeliveries(ctx, store.WebhookDeliveryFilter{EndpointID: e.ID, Limit: 1})
+		ds, err := a.Store.LatestWebhookDeliveries(ctx, e.ID, admin.DeliveriesShown)
 		if err != nil {
 			return nil, err
 		}
-		ds, _, err := a.Store.WebhookDeliveries(ctx, store.WebhookDeliveryFilter{EndpointID: e.ID,
-			Limit: admin.DeliveriesShown, Offset: int(max(0, n-admin.DeliveriesShown))})
-		if err != nil {
-			return nil, err
-		}
-		for j := len(ds) - 1; j >= 0; j-- {
-			d := ds[j]
+		for _, d := range ds {
 			code := 0
 			if d.StatusCode != nil {
 				code = *d.StatusCode

@@ -51,6 +51,7 @@ type Store interface {
 	WebhookEndpoint(ctx context.Context, id string) (*store.WebhookEndpoint, error)
 	DeleteWebhookEndpoint(ctx context.Context, id string) error
 	WebhookDeliveries(ctx context.Context, f store.WebhookDeliveryFilter) ([]store.WebhookDelivery, int64, error)
+	LatestWebhookDeliveries(ctx context.Context, endpointID string, n int) ([]store.WebhookDelivery, error)
 }
 
 // Sender runs the send pipeline.
