@@ -262,8 +262,11 @@ type MessageFilter struct {
 	SkipTotal bool
 	// Status, when set, keeps the messages with that status.
 	Status string
-	Limit  int
-	Offset int
+	// Since and Until, when not zero, keep the messages created at or
+	// after Since and before Until.
+	Since, Until time.Time
+	Limit        int
+	Offset       int
 }
 
 // Messages returns a page of the messages matching f, newest first, and how
@@ -292,6 +295,12 @@ func (s *Store) Messages(ctx context.Context, f MessageFilter) ([]Message, int64
 		}
 		if f.Status != "" {
 			db = db.Where("status = ?", f.Status)
+		}
+		if !f.Since.IsZero() {
+			db = db.Where("created_at >= ?", f.Since.UTC())
+		}
+		if !f.Until.IsZero() {
+			db = db.Where("created_at < ?", f.Until.UTC())
 		}
 		if f.Query != "" {
 			db = s.searchCondition(db, f.Query, f.ContentOnly)

@@ -50,6 +50,11 @@ func TestMessagesFilters(t *testing.T) {
 			{"second page", MessageFilter{InboxID: a.ID, Limit: 2, Offset: 2}, []*Message{hello}, 3},
 			{"past the end", MessageFilter{InboxID: a.ID, Limit: 2, Offset: 5}, nil, 3},
 			{"unknown inbox", MessageFilter{InboxID: "nonexistent-inbox-id"}, nil, 0},
+			{"since, inclusive", MessageFilter{InboxID: a.ID, Since: t0.Add(time.Minute)}, []*Message{fifty, discount}, 2},
+			{"until, exclusive", MessageFilter{InboxID: a.ID, Until: t0.Add(2 * time.Minute)}, []*Message{discount, hello}, 2},
+			{"since and until, every inbox", MessageFilter{Since: t0.Add(2 * time.Minute), Until: t0.Add(3 * time.Minute)}, []*Message{fifty}, 1},
+			{"until in another zone", MessageFilter{InboxID: a.ID, Until: t0.Add(time.Minute).In(time.FixedZone("x", 5*3600))}, []*Message{hello}, 1},
+			{"status, every inbox", MessageFilter{Status: StatusSent, Since: t0.Add(3 * time.Minute)}, []*Message{newer, older}, 2},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
