@@ -1,8 +1,8 @@
 // Package admin is the dashboard under /admin: server-rendered, read-only
 // pages (html/template) and their stylesheet, embedded in the binary. It
-// renders what the api package reads for it (Options.Overview, Held,
-// Suppressions, Webhooks) and keeps the dashboard's sessions; it reads
-// neither the database nor the throttle itself.
+// renders what the api package reads for it (Options.Overview, Messages,
+// Message, Held, Suppressions, Webhooks) and keeps the dashboard's
+// sessions; it reads neither the database nor the throttle itself.
 package admin
 
 import (
@@ -59,6 +59,9 @@ type Options struct {
 	Held         HeldFunc
 	Suppressions SuppressionsFunc
 	Webhooks     WebhooksFunc
+	// Messages and Message read the Messages pages; nil: none.
+	Messages MessagesFunc
+	Message  MessageFunc
 }
 
 // Handler serves the dashboard's routes; api/routes.go names them. It is

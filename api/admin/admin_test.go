@@ -36,6 +36,8 @@ type harness struct {
 	held  []HeldMessage
 	sups  []Suppression
 	hooks []WebhookEndpoint
+	msgs  []MessageRow
+	one   map[string]MessageDetail
 	asked []any
 }
 
@@ -56,9 +58,22 @@ func newHarness(t *testing.T, apiKey string) *harness {
 			hs.asked = []any{reason, limit, offset}
 			return window(hs.sups, limit, offset), int64(len(hs.sups)), nil
 		},
-		Webhooks: func(context.Context) ([]WebhookEndpoint, error) { return hs.hooks, nil }})
+		Webhooks: func(context.Context) ([]WebhookEndpoint, error) { return hs.hooks, nil },
+		Messages: func(_ context.Context, f MessageFilter) ([]MessageRow, error) {
+			hs.asked = []any{f}
+			return window(hs.msgs, f.Limit, f.Offset), nil
+		},
+		Message: func(_ context.Context, id string) (MessageDetail, error) {
+			m, ok := hs.one[id]
+			if !ok {
+				return m, ErrNotFound
+			}
+			return m, nil
+		}})
 	e := echo.New()
 	e.GET("/admin", hs.h.ShowOverview, hs.h.RequireSession)
+	e.GET("/admin/messages", hs.h.ShowMessages, hs.h.RequireSession)
+	e.GET("/admin/messages/:id", hs.h.ShowMessage, hs.h.RequireSession)
 	e.GET("/admin/held", hs.h.ShowHeld, hs.h.RequireSession)
 	e.GET("/admin/suppressions", hs.h.ShowSuppressions, hs.h.RequireSession)
 	e.GET("/admin/webhooks", hs.h.ShowWebhooks, hs.h.RequireSession)

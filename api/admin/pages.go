@@ -232,6 +232,7 @@ type navItem struct{ Page, Path, Label string }
 // nav is the layout's nav, in its order.
 var nav = []navItem{
 	{"overview", "/admin", "Overview"},
+	{"messages", "/admin/messages", "Messages"},
 	{"held", "/admin/held", "Held"},
 	{"suppressions", "/admin/suppressions", "Suppressions"},
 	{"webhooks", "/admin/webhooks", "Webhooks"},
