@@ -31,6 +31,7 @@ func (a *API) newAdmin() *admin.Handler {
 		Secure:   a.viaTLS,
 		Overview: a.adminOverview,
 		Held:     a.adminHeld, Suppressions: a.adminSuppressions, Webhooks: a.adminWebhooks,
+		Messages: a.adminMessages, Message: a.adminMessage,
 	})
 }
 

@@ -104,6 +104,8 @@ func TestAdminHeadersOnEveryResponse(t *testing.T) {
 	}{
 		{"GET", "/admin", "", http.StatusSeeOther},
 		{"GET", "/admin/held", "", http.StatusSeeOther},
+		{"GET", "/admin/messages", "", http.StatusSeeOther},
+		{"GET", "/admin/messages/m1", "", http.StatusSeeOther},
 		{"GET", "/admin/suppressions", "", http.StatusSeeOther},
 		{"GET", "/admin/webhooks", "", http.StatusSeeOther},
 		{"GET", "/admin/", "", http.StatusSeeOther},
