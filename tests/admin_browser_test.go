@@ -20,10 +20,11 @@ import (
 // /v1/rate-limit and /v1/inboxes/{id}/rate-limit answer. Logout returns to
 // the form, and /admin sends there again. No page logs to the console or
 // violates its CSP; a violation made on purpose at the end proves the
-// checks see one. Held, Suppressions and Webhooks are reached through the
-// nav, each marked current, each showing what the API just made: a
-// scheduled message with its time, a manual suppression, an endpoint
-// without its secret.
+// checks see one. Held, Suppressions, Webhooks and Messages are reached
+// through the nav, each marked current, each showing what the API just
+// made: a scheduled message with its time, a manual suppression, an
+// endpoint without its secret, the sends newest first (filtered by status,
+// only the scheduled one) and a sent message's page with its recipient.
 func TestAdminInABrowser(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		started := time.Now()
@@ -36,11 +37,15 @@ func TestAdminInABrowser(t *testing.T) {
 		})
 		auth := []string{"X-API-Key", key}
 		inbox := s.createInbox(t, "dash", auth...)
+		var sent []string // the ids of the two sends the inbox took
 		for i, want := range []int{201, 201, 429} {
 			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"ann@example.com"},
 				"subject": "Hello", "body": "Hi"}, auth...)
 			if r.Status != want {
 				t.Fatalf("send %d = %d, want %d: %s", i+1, r.Status, want, r.Body)
+			}
+			if want == 201 {
+				sent = append(sent, r.JSON(t)["id"].(string))
 			}
 		}
 		// The per-second window empties a second after the sends; until it
@@ -201,6 +206,48 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("the Webhooks page holds the endpoint's secret")
 		}
 		pageCSP("webhooks")
+
+		// Messages, newest first: the scheduled one and the two sends; the
+		// 429'd send is no message. Filtered by status, only the scheduled
+		// one; a sent one's page shows its status and its recipient.
+		run("open Messages from the nav", chromedp.Click(css(`header nav a[href="/admin/messages"]`)),
+			chromedp.WaitVisible(css(fmt.Sprintf(`tr[data-message=%q]`, sent[0]))))
+		current("/admin/messages")
+		listed := func() string {
+			t.Helper()
+			return eval(`[...document.querySelectorAll("tr.message")].map(r => r.dataset.message + " " +
+				r.querySelector(".subject").textContent + " " + r.querySelector(".status").textContent).join("|")`)
+		}
+		if got, want := listed(), fmt.Sprintf("%s Later <b> scheduled|%s Hello sent|%s Hello sent", scheduled, sent[1], sent[0]); got != want {
+			t.Errorf("Messages rows %q, want %q", got, want)
+		}
+		if to := eval(fmt.Sprintf(`document.querySelector('tr[data-message=%q] .to').textContent`, sent[0])); to != "ann@example.com" {
+			t.Errorf("Messages row's To %q, want ann@example.com", to)
+		}
+		pageCSP("messages")
+		eval(`document.querySelector("#status").value = "scheduled"; ""`)
+		run("filter Messages by status", chromedp.Click(css("form.filter button")),
+			chromedp.WaitNotPresent(css(fmt.Sprintf(`tr[data-message=%q]`, sent[0]))),
+			chromedp.WaitVisible(css(fmt.Sprintf(`tr[data-message=%q]`, scheduled))))
+		if got, want := listed(), scheduled+" Later <b> scheduled"; got != want {
+			t.Errorf("Messages rows with status=scheduled %q, want %q", got, want)
+		}
+		if q := eval(`location.search`); q != "?inbox_id=&status=scheduled&since=&until=" {
+			t.Errorf("the filter's query %q", q)
+		}
+		pageCSP("messages filtered")
+		run("open a sent message", chromedp.Click(css(`header nav a[href="/admin/messages"]`)),
+			chromedp.WaitVisible(css(fmt.Sprintf(`tr[data-message=%q]`, sent[0]))),
+			chromedp.Click(css(fmt.Sprintf(`tr[data-message=%q] .subject a`, sent[0]))),
+			chromedp.WaitVisible(css(`section.recipient`)))
+		if p, st, rcpt := eval(`location.pathname`), eval(`document.querySelector("#status").textContent`),
+			eval(`[...document.querySelectorAll("section.recipient")].map(s => s.dataset.recipient + " " + s.querySelector(".state").textContent).join("|")`); p != "/admin/messages/"+sent[0] || st != "sent" || rcpt != "ann@example.com sent" {
+			t.Errorf("message page at %s: status %q, recipients %q; want status sent, \"ann@example.com sent\"", p, st, rcpt)
+		}
+		if cur := eval(`document.querySelector('header nav a[aria-current="page"]').getAttribute("href")`); cur != "/admin/messages" {
+			t.Errorf("a message's page marks %s current, want /admin/messages", cur)
+		}
+		pageCSP("message")
 		run("back to the overview from the nav", chromedp.Click(css(`header nav a[href="/admin"]`)), chromedp.WaitVisible(css("#global")))
 		current("/admin")
 
