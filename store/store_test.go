@@ -183,7 +183,7 @@ func TestSchemaMatchesModels(t *testing.T) {
 	t.Parallel()
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		for _, model := range []any{&Inbox{}, &Thread{}, &Message{}, &Attachment{}, &DeliveryEvent{}, &Suppression{}, &ServerKey{},
-			&WebhookEndpoint{}, &WebhookEvent{}, &WebhookDelivery{}} {
+			&WebhookEndpoint{}, &WebhookEvent{}, &WebhookDelivery{}, &AdminLogout{}} {
 			sch, err := schema.Parse(model, &sync.Map{}, s.db.NamingStrategy)
 			if err != nil {
 				t.Fatalf("parse %T: %v", model, err)
