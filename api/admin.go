@@ -32,6 +32,13 @@ func (a *API) newAdmin() *admin.Handler {
 		Overview: a.adminOverview,
 		Held:     a.adminHeld, Suppressions: a.adminSuppressions, Webhooks: a.adminWebhooks,
 		Messages: a.adminMessages, Message: a.adminMessage,
+		// Closures, not method values, which would be taken from a.Store
+		// (and panic on a test's partial fake) when the dashboard is built.
+		Revoke: func(ctx context.Context, id string, exp time.Time) error {
+			return a.Store.CreateAdminLogout(ctx, id, exp)
+		},
+		Revoked: func(ctx context.Context, id string) (bool, error) { return a.Store.AdminLoggedOut(ctx, id) },
+		Logger:  a.logger,
 	})
 }
 

@@ -29,6 +29,10 @@ type Store interface {
 	InboxCopy(ctx context.Context, id string) (*store.Inbox, error) // for a send: see skuld.Store
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
 	BusiestInboxes(ctx context.Context, since time.Time, limit int) ([]store.Inbox, error)
+	// CreateAdminLogout and AdminLoggedOut record and check the
+	// dashboard's logouts.
+	CreateAdminLogout(ctx context.Context, id string, exp time.Time) error
+	AdminLoggedOut(ctx context.Context, id string) (bool, error)
 	UpdateInbox(ctx context.Context, id string, ch store.InboxChanges, now time.Time) (*store.Inbox, error)
 	DeleteInbox(ctx context.Context, id string, clk clock.Clock) error
 	Thread(ctx context.Context, id string) (*store.Thread, error)

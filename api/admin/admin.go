@@ -12,6 +12,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,6 +63,16 @@ type Options struct {
 	// Messages and Message read the Messages pages; nil: none.
 	Messages MessagesFunc
 	Message  MessageFunc
+	// Revoke records that session id (hex), valid until exp, was logged
+	// out, and Revoked asks whether it was: the database's admin_logouts,
+	// so that a logout holds on every server and across restarts. A
+	// second Revoke of an id is not an error. Nil: a logout only clears
+	// the browser's cookie, and a copy of it works until it expires.
+	Revoke  func(ctx context.Context, id string, exp time.Time) error
+	Revoked func(ctx context.Context, id string) (bool, error)
+	// Logger logs what fails on the way to an answer that hides it: a
+	// session that could not be checked, a logout not recorded. Nil: none.
+	Logger *slog.Logger
 }
 
 // Handler serves the dashboard's routes; api/routes.go names them. It is
@@ -82,6 +93,9 @@ func New(o Options) *Handler {
 	}
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 12 * time.Hour
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Secure == nil {
 		o.Secure = func(r *http.Request) bool { return r.TLS != nil }
@@ -144,8 +158,18 @@ func (h *Handler) loggedIn(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	_, _, err = h.sessions.check(ck.Value, h.o.Now())
-	return err == nil
+	id, _, err := h.sessions.check(ck.Value, h.o.Now())
+	if err != nil || h.o.Revoked == nil {
+		return err == nil
+	}
+	// A database that cannot say fails closed: the login form, not the
+	// pages, and the cause in the log.
+	gone, err := h.o.Revoked(r.Context(), id)
+	if err != nil {
+		h.o.Logger.ErrorContext(r.Context(), "admin session not checked: logouts unreadable", slog.Any("error", err))
+		return false
+	}
+	return !gone
 }
 
 // loginPage is what the login form shows.
@@ -200,16 +224,21 @@ func (h *Handler) Login(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/admin")
 }
 
-// Logout ends the session of the cookie, if any, and clears the cookie.
+// Logout ends the session of the cookie, if any (Options.Revoke), and
+// clears the cookie. A logout that could not be recorded is logged, and
+// the cookie cleared all the same: the browser is logged out, though a
+// copy of its cookie would work until it expires.
 func (h *Handler) Logout(c echo.Context) error {
 	r := c.Request()
 	if !sameOrigin(r) {
 		return echo.NewHTTPError(http.StatusForbidden, "Cross-site logout refused")
 	}
-	if ck, err := r.Cookie(cookieName); err == nil {
-		now := h.o.Now()
-		if id, exp, err := h.sessions.check(ck.Value, now); err == nil {
-			h.sessions.revoke(id, exp, now)
+	if ck, err := r.Cookie(cookieName); err == nil && h.o.Revoke != nil {
+		if id, exp, err := h.sessions.check(ck.Value, h.o.Now()); err == nil {
+			if err := h.o.Revoke(r.Context(), id, exp); err != nil {
+				h.o.Logger.ErrorContext(r.Context(), "admin logout not recorded: a copy of the cookie works until it expires",
+					slog.Time("expires", exp), slog.Any("error", err))
+			}
 		}
 	}
 	gone := h.cookie(r, "", time.Unix(0, 0))
