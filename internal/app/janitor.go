@@ -39,8 +39,9 @@ const expiredGrace = 2 * time.Minute
 // janitor fails held mail past its QUEUE_MAX_AGE, resolves the sends of
 // servers that died, warns of a bounce or complaint rate that endangers
 // the sender, and prunes what nothing can use any more: sends older
-// than every throttle window, idempotency keys past their 24 h, and
-// webhook events and their delivery log past 30 days. It runs
+// than every throttle window, idempotency keys past their 24 h,
+// webhook events and their delivery log past 30 days, and the dashboard's
+// logouts of sessions expired. It runs
 // at start and then on the app's clock, every janitorTick, until Stop; a
 // test's fake clock drives it.
 type janitor struct {
@@ -122,9 +123,10 @@ func (j *janitor) resolve(ctx context.Context, now time.Time) {
 	}
 }
 
-// prune deletes what nothing can use any more; the webhook log, whose
-// 30 days are never urgent, not at start (started), when on SQLite its
-// DELETE would hold the one writer while the server begins to answer.
+// prune deletes what nothing can use any more; the webhook log and the
+// dashboard's logouts, never urgent (an expired cookie is refused for its
+// expiry), not at start (started), when on SQLite a DELETE would hold the
+// one writer while the server begins to answer.
 func (j *janitor) prune(ctx context.Context, now time.Time, started bool) {
 	if _, err := j.store.PruneSendLog(ctx, now.Add(-sendLogKeep)); err != nil {
 		j.logger.Error("prune send log", slog.Any("error", err))
@@ -137,6 +139,9 @@ func (j *janitor) prune(ctx context.Context, now time.Time, started bool) {
 	}
 	if _, err := j.store.PruneWebhookEvents(ctx, now.Add(-webhookLogKeep)); err != nil {
 		j.logger.Error("prune webhook events", slog.Any("error", err))
+	}
+	if _, err := j.store.PruneAdminLogouts(ctx, now); err != nil {
+		j.logger.Error("prune admin logouts", slog.Any("error", err))
 	}
 }
 

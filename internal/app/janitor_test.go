@@ -79,3 +79,47 @@ func TestJanitorWarnsOfReputation(t *testing.T) {
 		t.Errorf("%d warnings an hour later, want 2", n)
 	}
 }
+
+// The janitor prunes the logouts of expired sessions with the other
+// prunes, and not at start; those of sessions still valid stay.
+func TestJanitorPrunesAdminLogouts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{Driver: store.DriverSQLite, DSN: filepath.Join(t.TempDir(), "j.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	if err := st.CreateAdminLogout(ctx, "expired", now.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateAdminLogout(ctx, "valid", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	j := &janitor{store: st, logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	loggedOut := func(id string) bool {
+		t.Helper()
+		gone, err := st.AdminLoggedOut(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gone
+	}
+
+	j.prune(ctx, now, false)
+	if !loggedOut("expired") {
+		t.Error("the start's prune deleted a logout; want it left to the next")
+	}
+	j.prune(ctx, now, true)
+	if loggedOut("expired") || !loggedOut("valid") {
+		t.Errorf("after prune: expired kept = %v, valid kept = %v; want false, true", loggedOut("expired"), loggedOut("valid"))
+	}
+	if buf.Len() > 0 {
+		t.Errorf("logged %q, want nothing", buf.String())
+	}
+}
