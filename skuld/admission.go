@@ -42,10 +42,10 @@ type Admission struct {
 // the throttle's windows for m's size. Errors: *BlockedError (the filter
 // now refuses a recipient), *SuppressedError (a recipient is now on the
 // suppression list), ErrShuttingDown, *throttle.RateLimitedError
-// (the windows are full: nothing taken), or the throttle's failure to
-// answer.
+// (the windows are full: nothing taken), *throttle.TooLargeError (a limit
+// was lowered below its cost), or the throttle's failure to answer.
 func (s *Sender) AdmitHeld(ctx context.Context, m *store.Message, inbox *store.Inbox, req SendRequest) (*Admission, error) {
-	if err := s.screen(ctx, req, inbox); err != nil {
+	if err := s.screen(ctx, req); err != nil {
 		return nil, err
 	}
 	id, ok := s.enter(m.Size)

@@ -60,7 +60,7 @@ func (s *Sender) Schedule(ctx context.Context, req SendRequest, at time.Time) (R
 	if err != nil {
 		return Result{}, err
 	}
-	if err := s.screen(ctx, req, inbox); err != nil {
+	if err := s.screen(ctx, req); err != nil {
 		return Result{}, err
 	}
 	at = at.UTC()
@@ -80,6 +80,9 @@ func (s *Sender) hold(ctx context.Context, req SendRequest, inbox *store.Inbox, 
 	// Its From is the inbox's as it is, not as a copy says.
 	inbox, err := s.asItIs(ctx, inbox.ID)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCost(ctx, req, inbox); err != nil {
 		return nil, err
 	}
 	m, atts, newThread, err := s.build(ctx, req, inbox, thread, parent)

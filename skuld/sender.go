@@ -277,7 +277,7 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 	if err != nil {
 		return adm, err
 	}
-	if err := s.screen(ctx, req, inbox); err != nil {
+	if err := s.screen(ctx, req); err != nil {
 		return adm, err
 	}
 	if req.Async && s.o.Hold != nil {
@@ -448,24 +448,20 @@ func inboxGone(err error) bool {
 	return errors.As(err, &nf) && nf.Kind == "Inbox"
 }
 
-// screen refuses a send the domain filter blocks (*BlockedError), one
-// to a recipient on the suppression list (*SuppressedError), or one whose
-// cost no window of inbox could ever hold (*throttle.TooLargeError):
-// before the throttle, so that none takes a slot, and before a held
-// message is recorded, so that none is accepted only to fail.
-func (s *Sender) screen(ctx context.Context, req SendRequest, inbox *store.Inbox) error {
+// screen refuses a send the domain filter blocks (*BlockedError), or one
+// to a recipient on the suppression list (*SuppressedError): before the
+// throttle, so that neither takes a slot.
+func (s *Sender) screen(ctx context.Context, req SendRequest) error {
 	if err := s.checkDomains(ctx, req); err != nil {
 		return err
 	}
-	if err := s.checkSuppressed(ctx, req); err != nil {
-		return err
-	}
-	return s.checkCost(ctx, req, inbox)
+	return s.checkSuppressed(ctx, req)
 }
 
-// checkCost refuses a send of more units than a window's limit. The
-// throttle refuses it too; this tells a held message before it is
-// recorded.
+// checkCost refuses a send of more units than a window's limit
+// (*throttle.TooLargeError) before a held message is recorded, so that
+// none is accepted only to fail at its dispatch. A direct send needs no
+// such read: its Reserve refuses the same cost.
 func (s *Sender) checkCost(ctx context.Context, req SendRequest, inbox *store.Inbox) error {
 	n := s.cost(req)
 	if n <= 1 {
