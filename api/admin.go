@@ -27,7 +27,7 @@ func (a *API) newAdmin() *admin.Handler {
 		Blocked: func(r *http.Request) (bool, time.Duration) {
 			return a.authFailures.blocked(a.clientKey(r), a.Clock.Now())
 		},
-		Failed:   func(r *http.Request) { a.authFailures.fail(a.clientKey(r), a.Clock.Now()) },
+		Failed:   a.adminLoginFailed,
 		Secure:   a.viaTLS,
 		Overview: a.adminOverview,
 		Held:     a.adminHeld, Suppressions: a.adminSuppressions, Webhooks: a.adminWebhooks,
@@ -150,7 +150,7 @@ func (a *API) adminHeld(ctx context.Context, limit, offset int) ([]admin.HeldMes
 	for i, m := range ms {
 		out[i] = admin.HeldMessage{ID: m.ID, InboxID: m.InboxID, Status: m.Status, Subject: m.Subject,
 			Recipients:  len(m.ToAddresses) + len(m.CcAddresses) + len(m.BccAddresses),
-			ScheduledAt: derefTime(m.ScheduledAt), NextAttempt: derefTime(m.NextAttemptAt)}
+			ScheduledAt: deref(m.ScheduledAt), NextAttempt: deref(m.NextAttemptAt)}
 	}
 	return out, nil
 }
@@ -180,7 +180,7 @@ func (a *API) adminWebhooks(ctx context.Context) ([]admin.WebhookEndpoint, error
 	out := make([]admin.WebhookEndpoint, len(es))
 	for i, e := range es {
 		out[i] = admin.WebhookEndpoint{ID: e.ID, URL: e.URL, Events: e.Events, Enabled: e.Enabled,
-			DisabledReason: deref(e.DisabledReason), FailingSince: derefTime(e.FailingSince), CreatedAt: e.CreatedAt}
+			DisabledReason: deref(e.DisabledReason), FailingSince: deref(e.FailingSince), CreatedAt: e.CreatedAt}
 		ds, err := a.Store.LatestWebhookDeliveries(ctx, e.ID, admin.DeliveriesShown)
 		if err != nil {
 			return nil, err
@@ -192,16 +192,8 @@ func (a *API) adminWebhooks(ctx context.Context) ([]admin.WebhookEndpoint, error
 			}
 			out[i].Deliveries = append(out[i].Deliveries, admin.WebhookDelivery{EventType: d.EventType,
 				Attempt: d.Attempt, StatusCode: code, LatencyMS: d.LatencyMS, Error: deref(d.Error),
-				NextRetryAt: derefTime(d.NextRetryAt), At: d.CreatedAt})
+				NextRetryAt: deref(d.NextRetryAt), At: d.CreatedAt})
 		}
 	}
 	return out, nil
-}
-
-// derefTime is *t, or the zero time for nil.
-func derefTime(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return *t
 }

@@ -54,8 +54,8 @@ func (a *API) adminMessage(ctx context.Context, id string) (admin.MessageDetail,
 	}
 	d := admin.MessageDetail{MessageRow: adminMessageRow(m), ThreadID: m.ThreadID,
 		MessageIDHeader: m.MessageIDHeader, ProviderMessageID: deref(m.ProviderMessageID),
-		Cc: m.CcAddresses, Bcc: m.BccAddresses, SentAt: derefTime(m.SentAt),
-		ScheduledAt: derefTime(m.ScheduledAt), NextAttempt: derefTime(m.NextAttemptAt), Labels: m.Labels}
+		Cc: m.CcAddresses, Bcc: m.BccAddresses, SentAt: deref(m.SentAt),
+		ScheduledAt: deref(m.ScheduledAt), NextAttempt: deref(m.NextAttemptAt), Labels: m.Labels}
 	if len(m.Metadata) > 0 {
 		// Unescaped, so that the page shows the text as sent; the template
 		// escapes it.

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -238,6 +240,21 @@ func TestAdminListPages(t *testing.T) {
 			if i, j := strings.Index(body, `"attempt">25<`), strings.Index(body, `"attempt">6<`); i > j {
 				t.Errorf("attempts oldest first, want newest first")
 			}
+		}
+	}
+}
+
+// A wrong key on the login form is logged with its client, and the
+// lockout it causes too, as a wrong API key is.
+func TestAdminLoginFailureLogged(t *testing.T) {
+	var log bytes.Buffer
+	h := New(Options{Store: adminStore{}, Throttle: memThrottle(4, 0), APIKey: "k", AuthFailureLimit: 1,
+		Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, adminRequest("POST", "/admin/login", "api_key=wrong"))
+	for _, want := range []string{`"msg":"admin login rejected"`, `"msg":"too many failed API key attempts; client locked out"`} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, log.String())
 		}
 	}
 }
