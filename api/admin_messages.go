@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nornweave/nornweave/api/admin"
+	"github.com/nornweave/nornweave/skuld"
 	"github.com/nornweave/nornweave/skuld/events"
 	"github.com/nornweave/nornweave/store"
 )
@@ -55,7 +56,8 @@ func (a *API) adminMessage(ctx context.Context, id string) (admin.MessageDetail,
 	d := admin.MessageDetail{MessageRow: adminMessageRow(m), ThreadID: m.ThreadID,
 		MessageIDHeader: m.MessageIDHeader, ProviderMessageID: deref(m.ProviderMessageID),
 		Cc: m.CcAddresses, Bcc: m.BccAddresses, SentAt: deref(m.SentAt),
-		ScheduledAt: deref(m.ScheduledAt), NextAttempt: deref(m.NextAttemptAt), Labels: m.Labels}
+		ScheduledAt: deref(m.ScheduledAt), NextAttempt: deref(m.NextAttemptAt), Labels: m.Labels,
+		Attempts: m.Attempts, Refusal: adminDecision(m.ThrottleRefusal), Admission: adminDecision(m.ThrottleAdmission)}
 	if len(m.Metadata) > 0 {
 		// Unescaped, so that the page shows the text as sent; the template
 		// escapes it.
@@ -89,4 +91,23 @@ func (a *API) adminMessage(ctx context.Context, id string) (admin.MessageDetail,
 			SMTPStatus: deref(e.SMTPStatus), Diagnostic: deref(e.Diagnostic), OccurredAt: e.OccurredAt})
 	}
 	return d, nil
+}
+
+// adminDecision is a message's recorded throttle decision (skuld.Decision's
+// JSON) as the dashboard shows it; nil when none was recorded, or when
+// what was recorded does not read as one.
+func adminDecision(raw *string) *admin.Decision {
+	if raw == nil {
+		return nil
+	}
+	var d skuld.Decision
+	if err := json.Unmarshal([]byte(*raw), &d); err != nil {
+		return nil
+	}
+	out := &admin.Decision{At: d.At, Cost: d.Cost, Full: d.Full, RetryAfter: d.RetryAfter}
+	for _, w := range d.Windows {
+		out.Windows = append(out.Windows, admin.Window{Name: w.Window, Limit: w.Limit, Used: w.Used,
+			InFlight: w.InFlight, ResetSeconds: w.ResetSeconds})
+	}
+	return out
 }

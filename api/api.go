@@ -120,6 +120,9 @@ type Options struct {
 		HeldStats(ctx context.Context) (store.HeldStats, error)
 		HeldPage(ctx context.Context, limit, offset int) ([]store.Message, error)
 	}
+	// Activity, when set, counts the sends refused, by reason
+	// (CountRefusal), for the dashboard's chart; nil: none are counted.
+	Activity interface{ Add(kind string) }
 	// CORSOrigins lists the origins allowed to call the API from a browser
 	// ("*" for any); empty sends no CORS headers at all.
 	CORSOrigins []string

@@ -47,10 +47,12 @@ type SendAnswer struct {
 func (a *API) postMessage(c echo.Context) error {
 	req, key, hash, err := a.decodeSend(c)
 	if err != nil {
+		a.CountRefusal(err)
 		return a.answerSend(c, SendAnswer{}, err)
 	}
 	req.Async = a.respondAsync(c.Request().Header)
 	ans, err := a.Send(c.Request().Context(), req, key, hash)
+	a.CountRefusal(err)
 	if err == nil && req.Async && req.ScheduledAt == nil && ans.Status == http.StatusAccepted {
 		c.Response().Header().Set("Preference-Applied", "respond-async")
 	}

@@ -33,6 +33,8 @@ type Admission struct {
 	lease time.Duration
 	cost  int           // the units its slot holds
 	end   time.Duration // mono: the end of its lease
+	// attempts counts Deliver's provider calls.
+	attempts int
 	// leaveGate gives back the inbox's gate, held from Deliver until Done.
 	leaveGate func()
 }
@@ -91,7 +93,8 @@ func (a *Admission) Deliver(ctx context.Context, req SendRequest, claim func(*st
 		}
 		return nil
 	}}
-	return s.tries(ctx, s.providerMessage(a.m, a.inbox, req), a.end, a.m, handover)
+	providerID, a.attempts, err = s.tries(ctx, s.providerMessage(a.m, a.inbox, req), a.end, a.m, handover)
+	return providerID, err
 }
 
 // Release gives the slot back: nothing was sent.
@@ -104,7 +107,7 @@ func (a *Admission) Release(ctx context.Context) {
 // gives the slot back), and returns the outcome to record; the message
 // takes it too.
 func (a *Admission) Conclude(ctx context.Context, providerID string, sendErr error) store.Outcome {
-	out, _ := a.s.conclude(ctx, a.tk, a.m, providerID, sendErr)
+	out, _ := a.s.conclude(ctx, a.tk, a.m, providerID, sendErr, a.cost, a.attempts)
 	return out
 }
 

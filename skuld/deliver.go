@@ -21,8 +21,8 @@ import (
 // delivered counts, and only a certain failure gives the slot back. It
 // returns the windows the settlement reports, for the rate-limit headers.
 func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Duration, m *store.Message, inbox *store.Inbox, req SendRequest) throttle.Snapshot {
-	providerID, sendErr := s.tries(ctx, s.providerMessage(m, inbox, req), end, m, s.handover(ctx, m.ID))
-	out, windows := s.conclude(ctx, tk, m, providerID, sendErr)
+	providerID, attempts, sendErr := s.tries(ctx, s.providerMessage(m, inbox, req), end, m, s.handover(ctx, m.ID))
+	out, windows := s.conclude(ctx, tk, m, providerID, sendErr, s.cost(req), attempts)
 	err := s.o.Store.UpdateMessageOutcome(ctx, m.ID, out)
 	if errors.Is(err, store.ErrNotFound) {
 		// Deleted with its inbox meanwhile. A deletion waits for the
@@ -46,19 +46,26 @@ func (s *Sender) deliver(ctx context.Context, tk throttle.Ticket, end time.Durat
 
 // tries calls the provider, retrying temporary failures while a retry can
 // start before end (mono) less one attempt. Each attempt records on the
-// send's slot a wait for the provider and its end (handover).
-func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Duration, m *store.Message, trace *providers.HandoverTrace) (string, error) {
+// send's slot a wait for the provider and its end (handover). It returns
+// how many attempts reached the provider: not one whose claim at the
+// handover was refused.
+func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Duration, m *store.Message, trace *providers.HandoverTrace) (string, int, error) {
 	ctx = providers.WithHandoverTrace(ctx, trace)
 	attemptMax := s.o.Budget.Attempt(m.Size)
 	retryBy := end - attemptMax // no retry starts later: RetryDeadline after admission
 	var (
 		providerID string
 		sendErr    error
+		attempts   int
 	)
 	for attempt := 1; ; attempt++ {
 		left := end - s.o.Clock.Mono()
 		providerID, sendErr = s.attempt(ctx, pm, min(attemptMax, left))
-		if sendErr == nil || !Temporary(sendErr) || attempt > s.o.RetryMax || errors.Is(sendErr, errHandoverRefused) {
+		if errors.Is(sendErr, errHandoverRefused) {
+			break
+		}
+		attempts++
+		if sendErr == nil || !Temporary(sendErr) || attempt > s.o.RetryMax {
 			break
 		}
 		wait := s.backoff(attempt, sendErr)
@@ -71,13 +78,15 @@ func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Durat
 			slog.String("cause", providers.Cause(sendErr)), slog.Any("error", sendErr))
 		time.Sleep(wait)
 	}
-	return providerID, sendErr
+	return providerID, attempts, sendErr
 }
 
-// conclude settles a send's reservation by what the provider answered and
-// returns the outcome to record (m takes it too) and the windows the
-// settlement reports.
-func (s *Sender) conclude(ctx context.Context, tk throttle.Ticket, m *store.Message, providerID string, sendErr error) (store.Outcome, throttle.Snapshot) {
+// conclude settles a send's reservation, of cost units, by what the
+// provider answered after attempts calls, and returns the outcome to
+// record (m takes it too), the windows at the settlement in it, and the
+// windows.
+func (s *Sender) conclude(ctx context.Context, tk throttle.Ticket, m *store.Message, providerID string, sendErr error,
+	cost, attempts int) (store.Outcome, throttle.Snapshot) {
 	now := s.o.Clock.Now().UTC()
 	provider := s.o.Provider.Name()
 	var (
@@ -110,7 +119,9 @@ func (s *Sender) conclude(ctx context.Context, tk throttle.Ticket, m *store.Mess
 			slog.String("message_id", m.ID), slog.String("provider", provider),
 			slog.String("cause", cause), slog.Any("error", sendErr))
 	}
+	out.Admission, out.Attempts = decisionJSON(Decision{At: now, Cost: cost, Windows: decisionWindows(windows)}), attempts
 	m.Status, m.ProviderMessageID, m.Error, m.SentAt = out.Status, out.ProviderMessageID, out.Error, out.SentAt
+	m.ThrottleAdmission, m.Attempts = out.Admission, m.Attempts+attempts
 	return out, windows
 }
 

@@ -64,19 +64,30 @@ func (s *Sender) Schedule(ctx context.Context, req SendRequest, at time.Time) (R
 		return Result{}, err
 	}
 	at = at.UTC()
-	m, err := s.hold(ctx, req, inbox, thread, parent, store.StatusScheduled, at)
+	m, err := s.hold(ctx, req, inbox, thread, parent, store.StatusScheduled, at, nil)
 	return Result{Message: m}, err
 }
 
 // queue records req as queued in its inbox's lane, expected to have room
-// at next: a throttled send that asked to be queued.
-func (s *Sender) queue(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message, next time.Time, windows throttle.Snapshot) (Result, error) {
-	m, err := s.hold(ctx, req, inbox, thread, parent, store.StatusQueued, next.UTC())
+// at next: a throttled send that asked to be queued (rl is the refusal,
+// recorded with it), or one sent behind its inbox's queue or at once
+// (nil).
+func (s *Sender) queue(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message, next time.Time, rl *throttle.RateLimitedError) (Result, error) {
+	var (
+		refusal *string
+		windows throttle.Snapshot
+	)
+	if rl != nil {
+		refusal, windows = decisionJSON(refusalDecision(s.o.Clock.Now().UTC(), s.cost(req), rl)), rl.Snapshot
+	}
+	m, err := s.hold(ctx, req, inbox, thread, parent, store.StatusQueued, next.UTC(), refusal)
 	return Result{Message: m, Windows: windows}, err
 }
 
-// hold renders and records a held message with its job.
-func (s *Sender) hold(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message, status string, at time.Time) (*store.Message, error) {
+// hold renders and records a held message with its job, and the
+// throttle's refusal that held it, if any.
+func (s *Sender) hold(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message, status string, at time.Time,
+	refusal *string) (*store.Message, error) {
 	// Its From is the inbox's as it is, not as a copy says.
 	inbox, err := s.asItIs(ctx, inbox.ID)
 	if err != nil {
@@ -89,7 +100,7 @@ func (s *Sender) hold(ctx context.Context, req SendRequest, inbox *store.Inbox, 
 	if err != nil {
 		return nil, err
 	}
-	m.Status, m.CreatedAt = status, s.o.Clock.Now().UTC()
+	m.Status, m.CreatedAt, m.ThrottleRefusal = status, s.o.Clock.Now().UTC(), refusal
 	var job store.JobTx
 	if status == store.StatusScheduled {
 		m.ScheduledAt = &at

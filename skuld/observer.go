@@ -45,3 +45,32 @@ func (NopObserver) Retried(string) {}
 
 // Refused implements Observer.
 func (NopObserver) Refused([]throttle.Window) {}
+
+// Observers tells each of os what one Observer is told, in order.
+func Observers(os ...Observer) Observer { return observers(os) }
+
+type observers []Observer
+
+func (os observers) ProviderCall(provider, outcome string, d time.Duration) {
+	for _, o := range os {
+		o.ProviderCall(provider, outcome, d)
+	}
+}
+
+func (os observers) SendFinished(provider, outcome, cause string) {
+	for _, o := range os {
+		o.SendFinished(provider, outcome, cause)
+	}
+}
+
+func (os observers) Retried(provider string) {
+	for _, o := range os {
+		o.Retried(provider)
+	}
+}
+
+func (os observers) Refused(windows []throttle.Window) {
+	for _, o := range os {
+		o.Refused(windows)
+	}
+}

@@ -281,7 +281,7 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 		return adm, err
 	}
 	if req.Async && s.o.Hold != nil {
-		return s.queued(ctx, req, inbox, thread, parent, s.o.Clock.Now(), throttle.Snapshot{})
+		return s.queued(ctx, req, inbox, thread, parent, s.o.Clock.Now(), nil)
 	}
 	queue := req.QueueOnThrottle && s.o.Hold != nil
 	if queue {
@@ -290,7 +290,7 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 			return adm, err
 		}
 		if busy {
-			return s.queued(ctx, req, inbox, thread, parent, next, throttle.Snapshot{})
+			return s.queued(ctx, req, inbox, thread, parent, next, nil)
 		}
 	}
 	lease := s.o.Budget.Lease(sizeBound(req))
@@ -307,7 +307,7 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 			s.o.Observer.Refused(rl.Windows())
 			s.refusals.refused(ctx, rl)
 			if queue {
-				return s.queued(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(HeldWait(rl)), rl.Snapshot)
+				return s.queued(ctx, req, inbox, thread, parent, s.o.Clock.Now().Add(HeldWait(rl)), rl)
 			}
 		}
 		return adm, err
@@ -348,10 +348,11 @@ func (s *Sender) admit(ctx context.Context, req SendRequest) (admission, error) 
 }
 
 // queued is the admission of a send held as queued instead (queue): a
-// final Result, without a ticket.
+// final Result, without a ticket. rl is the throttle's refusal that
+// queued it, nil if none did.
 func (s *Sender) queued(ctx context.Context, req SendRequest, inbox *store.Inbox, thread *store.Thread, parent *store.Message,
-	next time.Time, windows throttle.Snapshot) (admission, error) {
-	res, err := s.queue(ctx, req, inbox, thread, parent, next, windows)
+	next time.Time, rl *throttle.RateLimitedError) (admission, error) {
+	res, err := s.queue(ctx, req, inbox, thread, parent, next, rl)
 	if !inboxGone(err) {
 		res.Inbox = inbox
 	}

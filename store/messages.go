@@ -162,6 +162,11 @@ type Outcome struct {
 	// counted from then: it went out, or may have. Nil removes the slot:
 	// the send certainly failed and counts nothing.
 	CountedAt *time.Time
+	// Admission, when set, is the throttle's windows at the settlement
+	// (JSON), written to throttle_admission; Attempts, the provider calls
+	// made, added to the message's.
+	Admission *string
+	Attempts  int
 }
 
 // UpdateMessageOutcome records the outcome of sending message id, and
@@ -206,7 +211,10 @@ func (s *Store) writeOutcome(db *gorm.DB, id string, o Outcome, held bool) (int6
 		return 0, err
 	}
 	updates := map[string]any{"status": o.Status, "provider_message_id": o.ProviderMessageID,
-		"error": o.Error, "sent_at": sentAt}
+		"error": o.Error, "sent_at": sentAt, "attempts": gorm.Expr("attempts + ?", o.Attempts)}
+	if o.Admission != nil {
+		updates["throttle_admission"] = o.Admission
+	}
 	msg := db.Model(&Message{}).Where("id = ?", id)
 	if held {
 		if Held(o.Status) {

@@ -16,10 +16,11 @@ import (
 var messageInsert = `INSERT INTO messages (id, thread_id, inbox_id, direction, status, error,
 	provider_message_id, message_id_header, in_reply_to, references_header, subject, from_address,
 	to_addresses, cc_addresses, bcc_addresses, reply_to_addresses, labels, metadata, body_text,
-	body_html, size, created_at, sent_at, scheduled_at, next_attempt_at)
+	body_html, size, created_at, sent_at, scheduled_at, next_attempt_at, version, throttle_refusal,
+	throttle_admission, attempts)
 	SELECT ` + strings.TrimSuffix(strings.Repeat("?, ", 20), ", ") +
 	`, CAST(? AS bigint), CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz),
-	CAST(? AS timestamptz) FROM t`
+	CAST(? AS timestamptz), CAST(? AS integer), CAST(? AS text), CAST(? AS text), CAST(? AS integer) FROM t`
 
 // inboxLockCTE takes the inbox's row FOR KEY SHARE before anything else
 // the statement writes: it waits for a deletion of the inbox that holds
@@ -80,7 +81,8 @@ func (s *Store) createMessagePostgres(ctx context.Context, m *Message, newThread
 	vars = append(vars, m.ID, m.ThreadID, m.InboxID, m.Direction, m.Status, m.Error,
 		m.ProviderMessageID, m.MessageIDHeader, m.InReplyTo, m.References, m.Subject, m.FromAddress,
 		m.ToAddresses, m.CcAddresses, m.BccAddresses, m.ReplyToAddresses, m.Labels, m.Metadata, m.Text,
-		m.HTML, m.Size, m.CreatedAt, m.SentAt, m.ScheduledAt, m.NextAttemptAt)
+		m.HTML, m.Size, m.CreatedAt, m.SentAt, m.ScheduledAt, m.NextAttemptAt, m.Version, m.ThrottleRefusal,
+		m.ThrottleAdmission, m.Attempts)
 	res := s.db.WithContext(ctx).Exec(sql, vars...)
 	switch {
 	case res.Error != nil:
@@ -113,8 +115,12 @@ func outcomeSQL(id string, o Outcome, sentAt, countedAt *time.Time, held bool, g
 		slot = `UPDATE send_log SET counted_at = CAST(? AS timestamptz) WHERE id = ?` + guard
 		slotVars = []any{*countedAt, id}
 	}
-	set = `UPDATE messages SET status = ?, provider_message_id = ?, error = ?, sent_at = CAST(? AS timestamptz)`
-	setVars = []any{o.Status, o.ProviderMessageID, o.Error, sentAt}
+	set = `UPDATE messages SET status = ?, provider_message_id = ?, error = ?, sent_at = CAST(? AS timestamptz), attempts = attempts + ?`
+	setVars = []any{o.Status, o.ProviderMessageID, o.Error, sentAt, o.Attempts}
+	if o.Admission != nil {
+		set += `, throttle_admission = ?`
+		setVars = append(setVars, *o.Admission)
+	}
 	if held && Held(o.Status) {
 		set += `, next_attempt_at = CAST(? AS timestamptz)`
 		setVars = append(setVars, utcPtr(o.NextAttemptAt))

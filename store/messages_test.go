@@ -95,6 +95,8 @@ func TestMessageColumnsRoundTrip(t *testing.T) {
 			m.Metadata = JSONObject{"n": json.Number("1.5"), "id": json.Number("12345678901234567890"),
 				"nested": map[string]any{"k": "v"}, "list": []any{"x"}}
 			m.Text, m.HTML, m.Size = "**hi**", "<p><strong>hi</strong></p>", 1234
+			refusal, admission := `{"retry_after":3}`, `{"cost":2}`
+			m.ThrottleRefusal, m.ThrottleAdmission, m.Attempts = &refusal, &admission, 2
 		})
 		bare, _ := mustSend(t, s, in, th, t0.Add(time.Second), func(m *Message) {
 			m.ToAddresses, m.Metadata, m.SentAt, m.Status = nil, nil, nil, ""
@@ -158,6 +160,17 @@ func TestUpdateMessageOutcome(t *testing.T) {
 					t.Errorf("got %s, want %s", fmtOutcome(gotO), fmtOutcome(tt.o))
 				}
 			})
+		}
+
+		// The admission and the attempts: the decision written, the
+		// attempts added to those of earlier dispatches.
+		held, _ := mustSend(t, s, in, nil, t0, func(m *Message) { m.Status, m.SentAt, m.Attempts = StatusSending, nil, 2 })
+		decision := `{"cost":1,"windows":[]}`
+		if err := s.UpdateMessageOutcome(ctx, held.ID, Outcome{Status: StatusSent, SentAt: &sentAt, Admission: &decision, Attempts: 3}); err != nil {
+			t.Fatalf("UpdateMessageOutcome: %v", err)
+		}
+		if got, err := s.Message(ctx, held.ID); err != nil || got.Attempts != 5 || got.ThrottleAdmission == nil || *got.ThrottleAdmission != decision {
+			t.Errorf("got %+v (%v), want attempts 5 and the admission %s", got, err, decision)
 		}
 
 		if err := s.UpdateMessageOutcome(ctx, "nonexistent-message-id", Outcome{Status: StatusSent}); !errors.Is(err, ErrNotFound) {

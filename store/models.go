@@ -96,6 +96,13 @@ type Message struct {
 	// more for each reschedule, cancel, queueing and claim; 0 for a
 	// message never held. A dispatch claims only the version it read.
 	Version int
+	// ThrottleRefusal is the refusal that queued the send, and
+	// ThrottleAdmission the windows when its slot was settled: JSON
+	// (skuld.Decision), nil when there was none. Attempts counts the
+	// provider calls made for it.
+	ThrottleRefusal   *string
+	ThrottleAdmission *string
+	Attempts          int
 	// TextBytes and HTMLBytes are the bodies' sizes, read instead of the
 	// bodies by Messages with OmitBodies; they are not columns.
 	TextBytes int64 `gorm:"->;-:migration"`

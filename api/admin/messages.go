@@ -73,6 +73,23 @@ type MessageDetail struct {
 	Metadata    string
 	Attachments []Attachment
 	Recipients  []RecipientTimeline
+	// Attempts counts the provider calls made for the message.
+	Attempts int
+	// Refusal is the throttle's refusal that queued the message, and
+	// Admission its windows when its slot was settled; nil when none.
+	Refusal, Admission *Decision
+}
+
+// Decision is what the throttle decided for a message.
+type Decision struct {
+	At time.Time
+	// Cost is the units the send weighs in each window.
+	Cost int
+	// Full names the windows a refusal found full, and RetryAfter is the
+	// Retry-After it gave, in seconds; empty for an admission.
+	Full       []string
+	RetryAfter int
+	Windows    []Window
 }
 
 // Attachment is an attachment's name and size.

@@ -95,7 +95,8 @@ func (s *Server) toolSendWithAttachments(ctx context.Context, args api.Args) (se
 }
 
 // sendEmail is send_email, with attachments (at least one) or without any.
-func (s *Server) sendEmail(ctx context.Context, args api.Args, withFiles bool) (sendEmailResult, error) {
+func (s *Server) sendEmail(ctx context.Context, args api.Args, withFiles bool) (_ sendEmailResult, err error) {
+	defer func() { s.api.CountRefusal(err) }()
 	key, err := idempotencyArg(args)
 	if err != nil {
 		return sendEmailResult{}, err

@@ -18,6 +18,7 @@ import (
 	"github.com/nornweave/nornweave/api/mcp"
 	"github.com/nornweave/nornweave/core/clock"
 	"github.com/nornweave/nornweave/core/config"
+	"github.com/nornweave/nornweave/internal/activity"
 	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/providers"
 	"github.com/nornweave/nornweave/providers/bounce"
@@ -59,6 +60,9 @@ type App struct {
 	api       *api.Server
 	version   string
 	metrics   *metrics.Metrics
+	// counts are the dashboard's counts of sends and refusals, added to
+	// the database by the janitor.
+	counts *activity.Counter
 	// certFetch reads SNS's certificates (WithCertFetcher; nil: HTTPS).
 	certFetch func(ctx context.Context, url string) ([]byte, error)
 	// events records providers' events and bounces; bouncePoller reads
@@ -205,8 +209,9 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		return nil, err
 	}
 	a.bouncePoller = poller
+	a.counts = activity.New(st, a.clock)
 	so := skuld.Options{Store: st, Provider: a.provider, Throttle: a.throttle.Throttle, Unit: a.unit,
-		Filter: policy, Logger: logger, Clock: a.clock, Observer: a.metrics,
+		Filter: policy, Logger: logger, Clock: a.clock, Observer: skuld.Observers(a.metrics, a.counts),
 		RetryMax: cfg.SendRetryMax, Budget: a.budget,
 		Hold: &skuld.Hold{Store: st, Jobs: a.queue}}
 	if verp != nil {
@@ -239,7 +244,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Unit: a.unit, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit,
-		AdminSessionKey: adminKey, AdminSessionTTL: cfg.AdminSessionTTL, Held: st, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
+		AdminSessionKey: adminKey, AdminSessionTTL: cfg.AdminSessionTTL, Held: st, Activity: a.counts, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
 		AllowedHosts:           cfg.AllowedHostList(),
 		TrustedProxies:         cfg.TrustedProxyPrefixes(),
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,
@@ -335,7 +340,7 @@ func (a *App) Handler() http.Handler { return a.api }
 // recorded; then the listener closes, requests in flight finish, and the
 // provider and the database close.
 func (a *App) Serve(ctx context.Context, l net.Listener) error {
-	j := startJanitor(a.store, a.clock, a.logger, queueMaxAge(a.cfg), a.queue.Lane)
+	j := startJanitor(a.store, a.clock, a.logger, queueMaxAge(a.cfg), a.queue.Lane, a.counts)
 	defer j.Stop()
 	stopBounces := a.pollBounces()
 	defer stopBounces()

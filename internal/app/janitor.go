@@ -8,6 +8,7 @@ import (
 
 	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/core/clock"
+	"github.com/nornweave/nornweave/internal/activity"
 	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
@@ -36,12 +37,13 @@ const sendLogKeep = throttle.Longest + time.Minute
 // disagree a little.
 const expiredGrace = 2 * time.Minute
 
-// janitor fails held mail past its QUEUE_MAX_AGE, resolves the sends of
+// janitor adds the dashboard's counts to the database (every tick, and
+// when it stops), fails held mail past its QUEUE_MAX_AGE, resolves the sends of
 // servers that died, warns of a bounce or complaint rate that endangers
 // the sender, and prunes what nothing can use any more: sends older
 // than every throttle window, idempotency keys past their 24 h,
-// webhook events and their delivery log past 30 days, and the dashboard's
-// logouts of sessions expired. It runs
+// webhook events and their delivery log past 30 days, the dashboard's
+// logouts of sessions expired, and its counts past what it charts. It runs
 // at start and then on the app's clock, every janitorTick, until Stop; a
 // test's fake clock drives it.
 type janitor struct {
@@ -50,6 +52,7 @@ type janitor struct {
 	logger *slog.Logger
 	maxAge time.Duration
 	lane   store.LaneJob
+	counts *activity.Counter
 
 	// warnedAt is when the last reputation warning was logged.
 	warnedAt time.Time
@@ -61,8 +64,9 @@ type janitor struct {
 	running sync.WaitGroup
 }
 
-func startJanitor(st *store.Store, c clock.Clock, logger *slog.Logger, maxAge time.Duration, lane store.LaneJob) *janitor {
-	j := &janitor{store: st, clock: c, logger: logger, maxAge: maxAge, lane: lane}
+func startJanitor(st *store.Store, c clock.Clock, logger *slog.Logger, maxAge time.Duration, lane store.LaneJob,
+	counts *activity.Counter) *janitor {
+	j := &janitor{store: st, clock: c, logger: logger, maxAge: maxAge, lane: lane, counts: counts}
 	j.mu.Lock()
 	j.timer = c.AfterFunc(0, j.tick)
 	j.mu.Unlock()
@@ -85,6 +89,7 @@ func (j *janitor) tick() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	now := j.clock.Now()
+	j.flush(ctx)
 	j.expire(ctx, now)
 	if n%resolveTicks == 0 {
 		j.resolve(ctx, now)
@@ -99,6 +104,14 @@ func (j *janitor) tick() {
 		j.timer = j.clock.AfterFunc(janitorTick, j.tick)
 	}
 	j.mu.Unlock()
+}
+
+// flush adds the dashboard's counts so far to the database; those it
+// could not add wait for the next tick.
+func (j *janitor) flush(ctx context.Context) {
+	if err := j.counts.Flush(ctx); err != nil {
+		j.logger.Error("add the dashboard's counts", slog.Any("error", err))
+	}
 }
 
 // expire fails the held messages due more than maxAge ago, even those
@@ -143,7 +156,17 @@ func (j *janitor) prune(ctx context.Context, now time.Time, started bool) {
 	if _, err := j.store.PruneAdminLogouts(ctx, now); err != nil {
 		j.logger.Error("prune admin logouts", slog.Any("error", err))
 	}
+	for width, keep := range countsKeep {
+		if _, err := j.store.PruneSendCounts(ctx, width, now.Add(-keep)); err != nil {
+			j.logger.Error("prune the dashboard's counts", slog.Any("error", err))
+		}
+	}
 }
+
+// countsKeep is how long the dashboard's counts are kept, by width: a day
+// of minutes for the last hour's chart, 30 days of hours for the week's.
+// At most about 1,440 and 720 buckets of seven kinds, whatever the traffic.
+var countsKeep = map[string]time.Duration{store.WidthMinute: 24 * time.Hour, store.WidthHour: 30 * 24 * time.Hour}
 
 // webhookLogKeep is how long an event and its delivery log are kept for
 // GET /v1/webhooks/{id}/deliveries and replay: well past the retry
@@ -183,7 +206,8 @@ func (j *janitor) reputation(ctx context.Context, now time.Time) {
 		slog.Int64("sent_24h", sent), slog.Float64("bounce_rate", br), slog.Float64("complaint_rate", cr))
 }
 
-// Stop ends the janitor and waits for a tick under way. Safe to call twice.
+// Stop ends the janitor, waits for a tick under way, and adds the last
+// counts. Safe to call twice.
 func (j *janitor) Stop() {
 	j.mu.Lock()
 	j.stopped = true
@@ -192,4 +216,7 @@ func (j *janitor) Stop() {
 	}
 	j.mu.Unlock()
 	j.running.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	j.flush(ctx)
 }
