@@ -212,6 +212,8 @@ func TestPagesHaveNothingInline(t *testing.T) {
 	hs.held = []HeldMessage{{ID: "m", InboxID: "i", Status: "queued"}}
 	hs.sups = []Suppression{{Email: "a@b.test", Reason: "manual"}}
 	hs.hooks = []WebhookEndpoint{{ID: "w", URL: "https://h.test/", Deliveries: []WebhookDelivery{{EventType: "x"}}}}
+	hs.ov.Activity = activity()
+	hs.ov.Activity.Reputation = &Reputation{Sent: 10, Bounced: 1}
 	for _, path := range []string{"/admin", "/admin/held", "/admin/suppressions", "/admin/webhooks"} {
 		body := hs.do("GET", path, nil, nil).Body.String()
 		mustNotContain(t, body, "<script", "<style", " style=", " onload=", " onclick=", "javascript:")
