@@ -180,3 +180,16 @@ func (h *Handler) ShowOverview(c echo.Context) error {
 	return h.render(c, http.StatusOK, "overview", overviewPage{chrome: h.chrome("Overview", "overview"),
 		Overview: ov})
 }
+
+// ShowWindows serves GET /admin/windows: the overview's throttle windows
+// alone, in the wrapper that the page's htmx swaps for them every 2 s.
+func (h *Handler) ShowWindows(c echo.Context) error {
+	ov, err := h.o.Overview(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if ov.At.IsZero() {
+		ov.At = h.o.Now()
+	}
+	return h.render(c, http.StatusOK, "throttle", ov)
+}
