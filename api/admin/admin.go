@@ -21,13 +21,15 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-//go:embed templates/*.html admin.css icon.svg
+//go:embed templates/*.html admin.css icon.svg htmx/htmx.min.js
 var files embed.FS
 
-// CSP is the policy of every /admin response: styles and images from this
-// server only, forms posted only to it, no script at all, no framing.
-const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; " +
-	"frame-ancestors 'none'; base-uri 'none'"
+// CSP is the policy of every /admin response: scripts (htmx), styles and
+// images from this server only, and nothing inline nor evaluated; requests
+// from a script (htmx's refresh of the throttle windows) and forms only to
+// this server; no framing.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // cookieName is the session cookie, scoped to Path=/admin.
 const cookieName = "nornweave_admin"
@@ -84,6 +86,7 @@ type Handler struct {
 	pages    *template.Template
 	css      []byte
 	icon     []byte
+	htmx     []byte
 }
 
 // New returns the dashboard's handler.
@@ -114,7 +117,11 @@ func New(o Options) *Handler {
 	if err != nil {
 		panic("admin: embedded icon: " + err.Error())
 	}
-	return &Handler{o: o, icon: icon, apiKey: sha256.Sum256([]byte(o.APIKey)),
+	htmx, err := files.ReadFile("htmx/htmx.min.js")
+	if err != nil {
+		panic("admin: embedded htmx: " + err.Error())
+	}
+	return &Handler{o: o, icon: icon, htmx: htmx, apiKey: sha256.Sum256([]byte(o.APIKey)),
 		sessions: newSessions(o.ServerKey, o.APIKey),
 		pages:    template.Must(template.New("").Funcs(funcs).ParseFS(files, "templates/*.html")), css: css}
 }
@@ -142,11 +149,22 @@ func (h *Handler) Icon(c echo.Context) error {
 	return c.Blob(http.StatusOK, "image/svg+xml", h.icon)
 }
 
+// Script serves htmx.min.js, vendored by scripts/vendor-htmx.sh.
+func (h *Handler) Script(c echo.Context) error {
+	return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", h.htmx)
+}
+
 // RequireSession sends a browser without a valid session to the login
-// form, when API_KEY is set.
+// form, when API_KEY is set. A request from htmx (HX-Request: true) gets
+// 401 and HX-Redirect instead of the 303: htmx would follow a 303 itself
+// and swap the login form into the page; HX-Redirect makes it navigate.
 func (h *Handler) RequireSession(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if h.o.APIKey != "" && !h.loggedIn(c.Request()) {
+			if c.Request().Header.Get("HX-Request") == "true" {
+				c.Response().Header().Set("HX-Redirect", "/admin/login")
+				return c.NoContent(http.StatusUnauthorized)
+			}
 			return c.Redirect(http.StatusSeeOther, "/admin/login")
 		}
 		return next(c)

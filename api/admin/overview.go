@@ -21,6 +21,56 @@ type Overview struct {
 	Held *Held
 	// At is when the numbers were read.
 	At time.Time
+	// Activity is what the overview charts; nil: not shown.
+	Activity *Activity
+}
+
+// Activity is what the overview charts: sends by minute and by hour, refusals by reason, and the reputation rates.
+type Activity struct {
+	Minutes []Bucket // the last 60 minutes, oldest first, one per minute (zero counts included)
+	Hours   []Bucket // the last 168 hours, oldest first, one per hour
+	// Refusals are the last 24 hours' refused sends by reason, in the order
+	// RefusalReasons lists them, every reason present (0 allowed).
+	Refusals []Refusal
+	// Reputation is nil before any delivery event was stored.
+	Reputation *Reputation
+}
+
+// Bucket is the sends of one minute or hour from Start.
+type Bucket struct {
+	Start        time.Time
+	Sent, Failed int64
+}
+
+// Refusal is how many sends were refused for Reason, one of RefusalReasons.
+type Refusal struct {
+	Reason string
+	Count  int64
+}
+
+// RefusalReasons: throttled (429), domain_blocked, suppressed, validation.
+var RefusalReasons = []string{"throttled", "domain_blocked", "suppressed", "validation"}
+
+// Reputation is what the bounce and complaint rates are computed from.
+type Reputation struct {
+	// Sent, Bounced and Complained count the last 7 days' recipients.
+	Sent, Bounced, Complained int64
+}
+
+// Bounce and complaint thresholds, useSend's: warn over 5 % and 0.1 %.
+const BounceWarn, ComplaintWarn = 0.05, 0.001
+
+// BounceRate is Bounced/Sent; 0 when nothing was sent.
+func (r Reputation) BounceRate() float64 { return rate(r.Bounced, r.Sent) }
+
+// ComplaintRate is Complained/Sent; 0 when nothing was sent.
+func (r Reputation) ComplaintRate() float64 { return rate(r.Complained, r.Sent) }
+
+func rate(n, of int64) float64 {
+	if of <= 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
 }
 
 // Window is one throttle window's numbers.
@@ -96,10 +146,14 @@ var funcs = template.FuncMap{
 	"resetAt": func(now time.Time, s int) string {
 		return now.Add(time.Duration(s) * time.Second).UTC().Format(time.RFC3339)
 	},
-	"utc":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"nav":   func() []navItem { return nav },
-	"pager": func(path string, p Paging) pagerData { return pagerData{Path: path, P: p} },
-	"scope": func(at time.Time, ws []Window) windowsTable { return windowsTable{At: at, Windows: ws} },
+	"utc":          func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"nav":          func() []navItem { return nav },
+	"pager":        func(path string, p Paging) pagerData { return pagerData{Path: path, P: p} },
+	"scope":        func(at time.Time, ws []Window) windowsTable { return windowsTable{At: at, Windows: ws} },
+	"minutesChart": minutesChart,
+	"hoursChart":   hoursChart,
+	"refusalLabel": refusalLabel,
+	"rateRows":     rateRows,
 }
 
 // windowsTable is a scope's windows as one table draws them.
@@ -125,4 +179,17 @@ func (h *Handler) ShowOverview(c echo.Context) error {
 	}
 	return h.render(c, http.StatusOK, "overview", overviewPage{chrome: h.chrome("Overview", "overview"),
 		Overview: ov})
+}
+
+// ShowWindows serves GET /admin/windows: the overview's throttle windows
+// alone, in the wrapper that the page's htmx swaps for them every 2 s.
+func (h *Handler) ShowWindows(c echo.Context) error {
+	ov, err := h.o.Overview(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if ov.At.IsZero() {
+		ov.At = h.o.Now()
+	}
+	return h.render(c, http.StatusOK, "throttle", ov)
 }

@@ -206,14 +206,22 @@ func TestWebhooksPage(t *testing.T) {
 
 // The headers of the new pages are set by the api package's middleware
 // (api/admin_test.go checks them there); here, no page has an inline
-// script, style or event handler for the CSP to refuse.
+// script, style or event handler for the CSP to refuse: its one script is
+// the served htmx, told to inject no style and evaluate nothing.
 func TestPagesHaveNothingInline(t *testing.T) {
 	hs := newHarness(t, "")
 	hs.held = []HeldMessage{{ID: "m", InboxID: "i", Status: "queued"}}
 	hs.sups = []Suppression{{Email: "a@b.test", Reason: "manual"}}
 	hs.hooks = []WebhookEndpoint{{ID: "w", URL: "https://h.test/", Deliveries: []WebhookDelivery{{EventType: "x"}}}}
+	hs.ov.Activity = activity()
+	hs.ov.Activity.Reputation = &Reputation{Sent: 10, Bounced: 1}
 	for _, path := range []string{"/admin", "/admin/held", "/admin/suppressions", "/admin/webhooks"} {
 		body := hs.do("GET", path, nil, nil).Body.String()
-		mustNotContain(t, body, "<script", "<style", " style=", " onload=", " onclick=", "javascript:")
+		const htmx = `<script src="/admin/htmx.min.js" defer></script>`
+		if n, all := strings.Count(body, htmx), strings.Count(body, "<script"); n != 1 || all != 1 {
+			t.Errorf("GET %s: %d htmx script tags of %d, want the one:\n%s", path, n, all, body)
+		}
+		mustContain(t, body, `<meta name="htmx-config" content='{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}'>`)
+		mustNotContain(t, body, "<style", " style=", " onload=", " onclick=", "javascript:", "hx-on")
 	}
 }
