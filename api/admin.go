@@ -30,6 +30,7 @@ func (a *API) newAdmin() *admin.Handler {
 		Failed:   a.adminLoginFailed,
 		Secure:   a.viaTLS,
 		Overview: a.adminOverview,
+		Windows:  a.adminThrottle,
 		Held:     a.adminHeld, Suppressions: a.adminSuppressions, Webhooks: a.adminWebhooks,
 		Messages: a.adminMessages, Message: a.adminMessage,
 		// Closures, not method values, which would be taken from a.Store
@@ -63,10 +64,31 @@ func (a *API) viaTLS(r *http.Request) bool {
 	return a.trusted(parseHop(r.RemoteAddr)) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-// adminOverview reads the overview: the global windows, those of the
-// busiest inboxes by sends used and in flight in the minute, and the held
-// mail.
+// adminOverview reads the overview: the throttle's windows
+// (adminThrottle), the held mail, and the activity the charts draw.
 func (a *API) adminOverview(ctx context.Context) (admin.Overview, error) {
+	ov, err := a.adminThrottle(ctx)
+	if err != nil {
+		return ov, err
+	}
+	if ov.Activity, err = a.adminActivity(ctx, ov.At); err != nil {
+		return ov, err
+	}
+	if a.Held != nil {
+		st, err := a.Held.HeldStats(ctx)
+		if err != nil {
+			return ov, err
+		}
+		ov.Held = &admin.Held{Scheduled: st.Count[store.StatusScheduled], Queued: st.Count[store.StatusQueued],
+			OldestQueued: st.OldestQueued}
+	}
+	return ov, nil
+}
+
+// adminThrottle reads the overview's throttle windows, what refreshes
+// every 2 s: the global windows, and those of the busiest inboxes by
+// sends used and in flight in the minute.
+func (a *API) adminThrottle(ctx context.Context) (admin.Overview, error) {
 	ov := admin.Overview{Unit: a.Unit.String(), At: a.Clock.Now()}
 	snap, err := a.Throttle.State(ctx, "", throttle.Override{})
 	if err != nil {
@@ -110,14 +132,6 @@ func (a *API) adminOverview(ctx context.Context) (admin.Overview, error) {
 	for _, b := range all {
 		ov.Inboxes = append(ov.Inboxes, admin.InboxWindows{ID: b.in.ID, Address: b.in.EmailAddress,
 			Name: b.in.Name, Windows: adminWindows(b.st, false)})
-	}
-	if a.Held != nil {
-		st, err := a.Held.HeldStats(ctx)
-		if err != nil {
-			return ov, err
-		}
-		ov.Held = &admin.Held{Scheduled: st.Count[store.StatusScheduled], Queued: st.Count[store.StatusQueued],
-			OldestQueued: st.OldestQueued}
 	}
 	return ov, nil
 }

@@ -25,6 +25,25 @@ func (adminStore) Inboxes(context.Context, int, int) ([]store.Inbox, error) {
 
 // BusiestInboxes finds none busy: the overview shows the inboxes by
 // address, the busier first by its windows.
+// SendCounts answers, for the minute under way, 3 sent, 1 failed and 1 of
+// unknown delivery; for the hour, those and 2 throttled and 1 refused as
+// invalid, and 40 sent 30 hours ago, outside the reputation's day.
+func (adminStore) SendCounts(_ context.Context, width string, _, to time.Time) ([]store.SendCount, error) {
+	if width == store.WidthMinute {
+		at := to.Add(-time.Minute)
+		return []store.SendCount{{Width: width, Start: at, Kind: "failed", Count: 1}, {Width: width, Start: at, Kind: "sent", Count: 3},
+			{Width: width, Start: at, Kind: "unknown", Count: 1}}, nil
+	}
+	at := to.Add(-time.Hour)
+	return []store.SendCount{{Width: width, Start: at.Add(-30 * time.Hour), Kind: "sent", Count: 40},
+		{Width: width, Start: at, Kind: "failed", Count: 1}, {Width: width, Start: at, Kind: "sent", Count: 3},
+		{Width: width, Start: at, Kind: "throttled", Count: 2}, {Width: width, Start: at, Kind: "unknown", Count: 1},
+		{Width: width, Start: at, Kind: "validation", Count: 1}}, nil
+}
+
+// Complaints answers one hard bounce.
+func (adminStore) Complaints(context.Context, time.Time) (int64, int64, error) { return 1, 0, nil }
+
 func (adminStore) BusiestInboxes(context.Context, time.Time, int) ([]store.Inbox, error) {
 	return nil, nil
 }
@@ -183,7 +202,15 @@ func TestAdminOverview(t *testing.T) {
 		t.Fatalf("GET /admin = %d: %s", rec.Code, body)
 	}
 	for _, want := range []string{`id="unit">message<`, `<td class="ratio">0/4</td>`, `<td class="ratio">0/5</td>`,
-		`<dd id="held-scheduled">2</dd>`, `<dd id="held-queued">1</dd>`, "waiting 1m3"} {
+		`<dd id="held-scheduled">2</dd>`, `<dd id="held-queued">1</dd>`, "waiting 1m3",
+		// The charts: unknown delivery counts as failed; the week holds
+		// the send of 30 hours ago, the day's reputation does not.
+		`<span id="minutes-sent">3</span>`, `<span id="minutes-failed">2</span>`,
+		`<span id="hours-sent">43</span>`, `<span id="hours-failed">2</span>`,
+		`<tr data-reason="throttled"><th scope="row">Throttled (429)</th><td class="count">2</td>`,
+		`<tr data-reason="domain_blocked"><th scope="row">Domain blocked</th><td class="count">0</td>`,
+		`<tr data-reason="validation"><th scope="row">Validation</th><td class="count">1</td>`,
+		`<span id="reputation-sent">3</span>`, `<td id="bounce-rate">33.33 %</td>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("overview lacks %q:\n%s", want, body)
 		}

@@ -29,6 +29,9 @@ type Store interface {
 	InboxCopy(ctx context.Context, id string) (*store.Inbox, error) // for a send: see skuld.Store
 	Inboxes(ctx context.Context, limit, offset int) ([]store.Inbox, error)
 	BusiestInboxes(ctx context.Context, since time.Time, limit int) ([]store.Inbox, error)
+	// SendCounts and Complaints read what the dashboard charts.
+	SendCounts(ctx context.Context, width string, from, to time.Time) ([]store.SendCount, error)
+	Complaints(ctx context.Context, since time.Time) (hardBounces, complaints int64, err error)
 	// CreateAdminLogout and AdminLoggedOut record and check the
 	// dashboard's logouts.
 	CreateAdminLogout(ctx context.Context, id string, exp time.Time) error

@@ -271,18 +271,24 @@ func (s *Store) DeleteSuppression(ctx context.Context, email string) error {
 // messages sent, their hard bounces, and their complaints (events stored
 // since then).
 func (s *Store) Reputation(ctx context.Context, since time.Time) (sent, hardBounces, complaints int64, err error) {
-	db := s.db.WithContext(ctx)
-	if err := db.Model(&Message{}).Where("status = ? AND sent_at >= ?", StatusSent, utc(since)).
+	if err := s.db.WithContext(ctx).Model(&Message{}).Where("status = ? AND sent_at >= ?", StatusSent, utc(since)).
 		Count(&sent).Error; err != nil {
 		return 0, 0, 0, wrap(err, "count sent messages")
 	}
+	hardBounces, complaints, err = s.Complaints(ctx, since)
+	return sent, hardBounces, complaints, err
+}
+
+// Complaints counts the hard bounces and the complaints stored since
+// since.
+func (s *Store) Complaints(ctx context.Context, since time.Time) (hardBounces, complaints int64, err error) {
 	var row struct{ Hard, Complaints int64 }
-	err = db.Model(&DeliveryEvent{}).
+	err = s.db.WithContext(ctx).Model(&DeliveryEvent{}).
 		Select("COALESCE(SUM(CASE WHEN type = 'bounced' AND bounce_type = 'hard' THEN 1 ELSE 0 END), 0) AS hard, "+
 			"COALESCE(SUM(CASE WHEN type = 'complained' THEN 1 ELSE 0 END), 0) AS complaints").
 		Where("created_at >= ? AND type IN ('bounced', 'complained')", utc(since)).Take(&row).Error
 	if err != nil {
-		return 0, 0, 0, wrap(err, "count bounces and complaints")
+		return 0, 0, wrap(err, "count bounces and complaints")
 	}
-	return sent, row.Hard, row.Complaints, nil
+	return row.Hard, row.Complaints, nil
 }

@@ -55,8 +55,11 @@ type Options struct {
 	// Secure reports whether r came over TLS (directly, or through a
 	// trusted proxy); nil: r.TLS != nil.
 	Secure func(r *http.Request) bool
-	// Overview reads what the overview shows.
+	// Overview reads what the overview shows; Windows, its throttle
+	// windows alone (Global, Inboxes and At), for their refresh every
+	// 2 s. Nil Windows: Overview.
 	Overview func(ctx context.Context) (Overview, error)
+	Windows  func(ctx context.Context) (Overview, error)
 	// Held, Suppressions and Webhooks read what their pages show; nil:
 	// the page shows none.
 	Held         HeldFunc

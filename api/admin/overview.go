@@ -53,7 +53,9 @@ var RefusalReasons = []string{"throttled", "domain_blocked", "suppressed", "vali
 
 // Reputation is what the bounce and complaint rates are computed from.
 type Reputation struct {
-	// Sent, Bounced and Complained count the last 7 days' recipients.
+	// Sent counts the messages sent in the last 24 hours (by the hour),
+	// Bounced and Complained the hard bounces and complaints reported in
+	// them: the rates SES reviews an account by.
 	Sent, Bounced, Complained int64
 }
 
@@ -184,7 +186,11 @@ func (h *Handler) ShowOverview(c echo.Context) error {
 // ShowWindows serves GET /admin/windows: the overview's throttle windows
 // alone, in the wrapper that the page's htmx swaps for them every 2 s.
 func (h *Handler) ShowWindows(c echo.Context) error {
-	ov, err := h.o.Overview(c.Request().Context())
+	read := h.o.Windows
+	if read == nil {
+		read = h.o.Overview
+	}
+	ov, err := read(c.Request().Context())
 	if err != nil {
 		return err
 	}
