@@ -33,6 +33,8 @@ func TestAdminInABrowser(t *testing.T) {
 			c.APIKey = key
 			c.SendRateLimitPerMinute, c.SendRateLimitPerHour = 10, 100
 			c.InboxSendRateLimitPerMinute = 2
+			c.OutboundDomainBlocklist = `^blocked\.example$`
+			c.AuthFailureLimit = 3 // the wrong key below, and two more at the end
 			webhookConfig(c) // http and loopback targets, for the Webhooks page's endpoint
 		})
 		auth := []string{"X-API-Key", key}
@@ -48,6 +50,52 @@ func TestAdminInABrowser(t *testing.T) {
 				sent = append(sent, r.JSON(t)["id"].(string))
 			}
 		}
+		// A send the relay refuses, from another inbox (failed), and one
+		// admitted by an inbox allowed one an hour, then one queued by
+		// its refusal: it stays queued for the test (Retry-After about an
+		// hour), with the refusal recorded.
+		other := s.createInbox(t, "other", auth...)
+		s.SMTP.RejectDataTimes(1, 550, [3]int{5, 7, 1}, "rejected by policy")
+		r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": other, "to": []string{"cy@example.com"},
+			"subject": "Refused", "body": "Hi"}, auth...)
+		if r.Status != 201 || r.JSON(t)["status"] != "failed" {
+			t.Fatalf("send the relay refuses = %d: %s, want 201 failed", r.Status, r.Body)
+		}
+		hourly := s.createInbox(t, "hourly", auth...)
+		if r := s.do(t, "PATCH", "/v1/inboxes/"+hourly, map[string]any{"rate_limit": map[string]any{"per_hour": 1}}, auth...); r.Status != 200 {
+			t.Fatalf("inbox per_hour 1 = %d: %s", r.Status, r.Body)
+		}
+		var made []string // "id subject status", oldest first
+		for _, id := range sent {
+			made = append(made, id+" Hello sent")
+		}
+		made = append(made, r.JSON(t)["id"].(string)+" Refused failed")
+		var queued string
+		for i, want := range []int{201, 202} {
+			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": hourly, "to": []string{"dee@example.com"},
+				"subject": fmt.Sprintf("Hourly %d", i), "body": "Hi", "on_throttle": "queue"}, auth...)
+			if r.Status != want {
+				t.Fatalf("hourly send %d = %d, want %d: %s", i+1, r.Status, want, r.Body)
+			}
+			id, status := r.JSON(t)["id"].(string), map[int]string{201: "sent", 202: "queued"}[want]
+			made = append(made, fmt.Sprintf("%s Hourly %d %s", id, i, status))
+			queued = id
+		}
+		// Refusals of every other reason: a blocked domain, a request
+		// without a recipient; the suppressed one comes below, once an
+		// address is on the list.
+		for _, tt := range []struct {
+			body map[string]any
+			want int
+		}{
+			{map[string]any{"inbox_id": other, "to": []string{"x@blocked.example"}, "subject": "S", "body": "B"}, 403},
+			{map[string]any{"inbox_id": other, "subject": "S", "body": "B"}, 422},
+		} {
+			if r := s.do(t, "POST", "/v1/messages", tt.body, auth...); r.Status != tt.want {
+				t.Fatalf("refused send = %d, want %d: %s", r.Status, tt.want, r.Body)
+			}
+		}
+
 		// The per-second window empties a second after the sends; until it
 		// has, the page and the API could read it a second apart.
 		for deadline := time.Now().Add(5 * time.Second); ; {
@@ -151,8 +199,10 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("the page's inbox windows %v, /v1/inboxes/%s/rate-limit %v", inboxWindows, inbox, w)
 		}
 		// What the setup makes them, so that agreeing on nothing fails.
-		if global["per_minute"] != "2/10" || global["per_hour"] != "2/100" || inboxWindows["per_minute"] != "2/2" {
-			t.Errorf("global %v, inbox %v; want per_minute 2/10, per_hour 2/100 and the inbox's per_minute 2/2",
+		// Three sent: two by the inbox, one by the hourly inbox; the
+		// relay's refusal gave its slot back.
+		if global["per_minute"] != "3/10" || global["per_hour"] != "3/100" || inboxWindows["per_minute"] != "2/2" {
+			t.Errorf("global %v, inbox %v; want per_minute 3/10, per_hour 3/100 and the inbox's per_minute 2/2",
 				global, inboxWindows)
 		}
 
@@ -160,14 +210,19 @@ func TestAdminInABrowser(t *testing.T) {
 		// hour ahead on Held with its time, a manual suppression, and a
 		// webhook endpoint without its secret.
 		at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-		r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"bea@example.com"},
+		r = s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"bea@example.com"},
 			"subject": "Later <b>", "body": "Hi", "scheduled_at": at.Format(time.RFC3339)}, auth...)
 		if r.Status != 201 && r.Status != 202 {
 			t.Fatalf("scheduled send = %d: %s", r.Status, r.Body)
 		}
 		scheduled := r.JSON(t)["id"].(string)
+		made = append(made, scheduled+" Later <b> scheduled")
 		if r := s.do(t, "POST", "/v1/suppressions", map[string]any{"email": "gone@example.com", "reason": "manual"}, auth...); r.Status != 201 {
 			t.Fatalf("suppression = %d: %s", r.Status, r.Body)
+		}
+		if r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": other, "to": []string{"gone@example.com"},
+			"subject": "S", "body": "B"}, auth...); r.Status != 422 {
+			t.Fatalf("send to a suppressed address = %d, want 422: %s", r.Status, r.Body)
 		}
 		r = s.do(t, "POST", "/v1/webhooks", map[string]any{"url": "http://127.0.0.1:9/dash-hook", "events": []string{"message.sent"}}, auth...)
 		if r.Status != 201 {
@@ -218,7 +273,7 @@ func TestAdminInABrowser(t *testing.T) {
 			return eval(`[...document.querySelectorAll("tr.message")].map(r => r.dataset.message + " " +
 				r.querySelector(".subject").textContent + " " + r.querySelector(".status").textContent).join("|")`)
 		}
-		if got, want := listed(), fmt.Sprintf("%s Later <b> scheduled|%s Hello sent|%s Hello sent", scheduled, sent[1], sent[0]); got != want {
+		if got, want := listed(), strings.Join(reversed(made), "|"); got != want {
 			t.Errorf("Messages rows %q, want %q", got, want)
 		}
 		if to := eval(fmt.Sprintf(`document.querySelector('tr[data-message=%q] .to').textContent`, sent[0])); to != "ann@example.com" {
@@ -248,7 +303,59 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("a message's page marks %s current, want /admin/messages", cur)
 		}
 		pageCSP("message")
-		run("back to the overview from the nav", chromedp.Click(css(`header nav a[href="/admin"]`)), chromedp.WaitVisible(css("#global")))
+		// The queued message's page: the refusal that queued it, with
+		// the full window and the Retry-After it was given.
+		run("open the queued message", chromedp.Navigate(s.URL+"/admin/messages/"+queued), chromedp.WaitVisible(css("#throttle-refusal")))
+		if full, retry := eval(`document.querySelector("#refusal-full").textContent`),
+			eval(`document.querySelector("#refusal-retry-after").textContent`); full != "inbox-per-hour" || retry < "3000" || len(retry) != 4 {
+			t.Errorf("the queued message's refusal: full %q, Retry-After %q s; want inbox-per-hour, about 3600 s", full, retry)
+		}
+		if ratio := eval(`document.querySelector('#throttle-refusal tr[data-window="inbox-per-hour"] .ratio').textContent`); ratio != "1/1" {
+			t.Errorf("the refusal's inbox-per-hour window %q, want 1/1", ratio)
+		}
+		pageCSP("queued message")
+		// A sent message's page: the windows when its slot was settled,
+		// its cost, one attempt.
+		run("open the first send", chromedp.Navigate(s.URL+"/admin/messages/"+sent[0]), chromedp.WaitVisible(css("#throttle-admission")))
+		decision := eval(`[...document.querySelectorAll("#throttle-admission tr.window")].map(r => r.dataset.window + " " +
+			r.querySelector(".ratio").textContent).join("|")`)
+		if !strings.Contains(decision, "per-minute 1/10") || !strings.Contains(decision, "inbox-per-minute 1/2") ||
+			eval(`document.querySelector("#admission-cost").textContent`) != "1" || eval(`document.querySelector("#attempts").textContent`) != "1" ||
+			eval(`String(document.querySelector("#throttle-refusal"))`) != "null" {
+			t.Errorf("the first send's decision: %q, cost %q, attempts %q; want per-minute 1/10, inbox-per-minute 1/2, cost 1, 1 attempt, no refusal",
+				decision, eval(`document.querySelector("#admission-cost").textContent`), eval(`document.querySelector("#attempts").textContent`))
+		}
+		pageCSP("sent message")
+
+		// The overview's charts and refusals: what the sends above made,
+		// once the server has added its counts (about every second).
+		var counts map[string]string
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			run("the overview", chromedp.Navigate(s.URL+"/admin"), chromedp.WaitVisible(css("#activity")))
+			if err := json.Unmarshal([]byte(eval(`JSON.stringify(Object.fromEntries([
+				...["minutes-sent", "minutes-failed", "hours-sent", "hours-failed", "reputation-sent"].map(id => [id, document.getElementById(id).textContent]),
+				...[...document.querySelectorAll("#refusals tr[data-reason]")].map(r => [r.dataset.reason, r.querySelector(".count").textContent]),
+				["minute-bars", [...document.querySelectorAll("#minutes g.bucket")].reduce((n, g) => n + +g.dataset.sent, 0) + "/" +
+					[...document.querySelectorAll("#minutes g.bucket")].reduce((n, g) => n + +g.dataset.failed, 0)],
+				["hour-bars", [...document.querySelectorAll("#hours g.bucket")].reduce((n, g) => n + +g.dataset.sent, 0) + "/" +
+					[...document.querySelectorAll("#hours g.bucket")].reduce((n, g) => n + +g.dataset.failed, 0)],
+				["bars", document.querySelectorAll("#minutes g.bucket").length + "/" + document.querySelectorAll("#hours g.bucket").length]]))`)), &counts); err != nil {
+				t.Fatal(err)
+			}
+			if counts["minutes-sent"] == "3" && counts["suppressed"] == "1" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		wantCounts := map[string]string{"minutes-sent": "3", "minutes-failed": "1", "hours-sent": "3", "hours-failed": "1",
+			"reputation-sent": "3", "throttled": "1", "domain_blocked": "1", "suppressed": "1", "validation": "1",
+			"minute-bars": "3/1", "hour-bars": "3/1", "bars": "60/168"}
+		if fmt.Sprint(counts) != fmt.Sprint(wantCounts) {
+			t.Errorf("the overview's counts %v, want %v", counts, wantCounts)
+		}
+		pageCSP("overview with counts")
+		run("back to the overview from the nav", chromedp.Click(css(`header nav a[href="/admin/messages"]`)), chromedp.WaitVisible(css("tr.message")),
+			chromedp.Click(css(`header nav a[href="/admin"]`)), chromedp.WaitVisible(css("#global")))
 		current("/admin")
 
 		run("log out", chromedp.Click(css("form.logout button")), chromedp.WaitVisible(css("#api_key")))
@@ -260,6 +367,23 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("/admin after logout is at %s, want /admin/login", p)
 		}
 		pageCSP("after logout")
+		// The lockout: with the wrong key of the start, two more make
+		// AUTH_FAILURE_LIMIT's three; then even the right key is refused.
+		for i, k := range []string{"wrong-1", "wrong-2", key} {
+			// The page before the answer is marked: its error is not the
+			// answer's.
+			eval(`document.body.dataset.stale = "1"; ""`)
+			run("log in, locked out at the last", chromedp.SendKeys(css("#api_key"), k),
+				chromedp.Click(css("button[type=submit]")), chromedp.WaitVisible(css("body:not([data-stale]) #login-error")))
+			msg := eval(`document.querySelector("#login-error").textContent`)
+			if want := map[bool]string{false: "Wrong key.", true: "Too many failed attempts from this address; try again later."}[i == 2]; msg != want {
+				t.Errorf("login %d after logout says %q, want %q", i+1, msg, want)
+			}
+		}
+		if r := s.do(t, "GET", "/v1/rate-limit", nil, auth...); r.Status != 429 {
+			t.Errorf("the API with the right key during the lockout = %d, want 429", r.Status)
+		}
+		pageCSP("locked out")
 
 		// The control: an inline style element must be refused and seen,
 		// both as the page's event and on the console.
@@ -275,16 +399,26 @@ func TestAdminInABrowser(t *testing.T) {
 		lines := console.waitCSP(ctx, 1)
 		var unexpected []string
 		for i, l := range lines {
-			if !(isCSPLine(l) && strings.Contains(l, "style") && i == len(lines)-1) {
+			lockedOut := strings.Contains(l, "status of 429") && strings.HasSuffix(l, "/admin/login)")
+			if !lockedOut && !(isCSPLine(l) && strings.Contains(l, "style") && i == len(lines)-1) {
 				unexpected = append(unexpected, l)
 			}
 		}
 		if len(unexpected) > 0 || len(lines) == 0 {
-			t.Errorf("console: %q, want only the deliberate violation", lines)
+			t.Errorf("console: %q, want only the lockout's 429 and the deliberate violation", lines)
 		}
 		if len(violations) > 0 {
 			t.Errorf("CSP violations:\n%s", strings.Join(violations, "\n"))
 		}
 		t.Logf("the browser test on %s took %s", driver, time.Since(started).Round(time.Millisecond))
 	})
+}
+
+// reversed is a copy of l, last first.
+func reversed(l []string) []string {
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[len(l)-1-i] = s
+	}
+	return out
 }
