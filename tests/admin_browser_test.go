@@ -35,7 +35,7 @@ func TestAdminInABrowser(t *testing.T) {
 			c.InboxSendRateLimitPerMinute = 2
 			c.OutboundDomainBlocklist = `^blocked\.example$`
 			c.AuthFailureLimit = 3 // the wrong key below, and two more at the end
-			webhookConfig(c) // http and loopback targets, for the Webhooks page's endpoint
+			webhookConfig(c)       // http and loopback targets, for the Webhooks page's endpoint
 		})
 		auth := []string{"X-API-Key", key}
 		inbox := s.createInbox(t, "dash", auth...)
