@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 PKGS     := ./...
 
-.PHONY: run build test lint openapi-lint bench fuzz load load-scheduled bench-scheduled bench-layers compose clean
+.PHONY: run build test lint openapi-lint bench fuzz load load-scheduled bench-scheduled bench-layers compose screenshots clean
 
 # No test, benchmark, fuzz or load run asks the cloud's instance-metadata
 # service for credentials (the SES provider without keys would): nothing
@@ -133,6 +133,12 @@ bench-layers:
 	./scripts/bench-layers.sh inproc 5 5 500ms
 	./scripts/bench-layers.sh http 10 5
 	./scripts/bench-layers.sh http 10 5 500ms
+
+## screenshots: the dashboard's pages as the browser test visits them (SQLite), saved under
+## docs/screenshots/ for docs/operations.md and the README (needs Chromium)
+screenshots:
+	@./scripts/ensure-chromium.sh
+	NORNWEAVE_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run '^TestAdminInABrowser$$/^sqlite$$' ./tests/
 
 ## compose: validate docker-compose.yml (docker compose config, or docker-compose from the Debian
 ## package, installed if missing; skipped with a warning if it cannot be installed in 120 s)

@@ -3,6 +3,8 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +132,25 @@ func TestAdminInABrowser(t *testing.T) {
 			}
 			return v
 		}
+		// With NORNWEAVE_SCREENSHOTS set to a folder (make screenshots),
+		// the SQLite run saves each page as docs shows it.
+		shots := os.Getenv("NORNWEAVE_SCREENSHOTS")
+		if shots != "" && driver == "sqlite" {
+			run("size the window", chromedp.EmulateViewport(1280, 900))
+		}
+		shot := func(name string) {
+			t.Helper()
+			if shots == "" || driver != "sqlite" {
+				return
+			}
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(shots, "admin-"+name+".png"), png, 0o644)
+			}
+			if err != nil {
+				t.Fatalf("screenshot %s: %v", name, err)
+			}
+		}
 		var violations []string
 		pageCSP := func(where string) {
 			t.Helper()
@@ -154,6 +175,7 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("after a wrong key: at %s saying %q, want /admin/login saying \"Wrong key.\"", p, msg)
 		}
 		pageCSP("wrong key")
+		shot("login")
 		run("log in with the key", chromedp.SendKeys(css("#api_key"), key),
 			chromedp.Click(css("button[type=submit]")), chromedp.WaitVisible(css("#global")))
 		if p := eval(`location.pathname`); p != "/admin" {
@@ -244,6 +266,7 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("Held row: %q %q at %q, want scheduled \"Later <b>\" at %s", st, subj, when, at.Format(time.RFC3339))
 		}
 		pageCSP("held")
+		shot("held")
 		run("open Suppressions from the nav", chromedp.Click(css(`header nav a[href="/admin/suppressions"]`)),
 			chromedp.WaitVisible(css("tr.suppression")))
 		current("/admin/suppressions")
@@ -251,6 +274,7 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("Suppressions rows %q, want \"gone@example.com manual\"", got)
 		}
 		pageCSP("suppressions")
+		shot("suppressions")
 		run("open Webhooks from the nav", chromedp.Click(css(`header nav a[href="/admin/webhooks"]`)),
 			chromedp.WaitVisible(css(fmt.Sprintf(`section[data-endpoint=%q]`, hook))))
 		current("/admin/webhooks")
@@ -261,6 +285,7 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("the Webhooks page holds the endpoint's secret")
 		}
 		pageCSP("webhooks")
+		shot("webhooks")
 
 		// Messages, newest first: the scheduled one and the two sends; the
 		// 429'd send is no message. Filtered by status, only the scheduled
@@ -280,6 +305,7 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("Messages row's To %q, want ann@example.com", to)
 		}
 		pageCSP("messages")
+		shot("messages")
 		eval(`document.querySelector("#status").value = "scheduled"; ""`)
 		run("filter Messages by status", chromedp.Click(css("form.filter button")),
 			chromedp.WaitNotPresent(css(fmt.Sprintf(`tr[data-message=%q]`, sent[0]))),
@@ -314,6 +340,7 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("the refusal's inbox-per-hour window %q, want 1/1", ratio)
 		}
 		pageCSP("queued message")
+		shot("message-queued")
 		// A sent message's page: the windows when its slot was settled,
 		// its cost, one attempt.
 		run("open the first send", chromedp.Navigate(s.URL+"/admin/messages/"+sent[0]), chromedp.WaitVisible(css("#throttle-admission")))
@@ -326,6 +353,7 @@ func TestAdminInABrowser(t *testing.T) {
 				decision, eval(`document.querySelector("#admission-cost").textContent`), eval(`document.querySelector("#attempts").textContent`))
 		}
 		pageCSP("sent message")
+		shot("message")
 
 		// The overview's charts and refusals: what the sends above made,
 		// once the server has added its counts (about every second).
@@ -354,6 +382,7 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("the overview's counts %v, want %v", counts, wantCounts)
 		}
 		pageCSP("overview with counts")
+		shot("overview")
 		run("back to the overview from the nav", chromedp.Click(css(`header nav a[href="/admin/messages"]`)), chromedp.WaitVisible(css("tr.message")),
 			chromedp.Click(css(`header nav a[href="/admin"]`)), chromedp.WaitVisible(css("#global")))
 		current("/admin")
