@@ -82,9 +82,9 @@ func (s *Sender) tries(ctx context.Context, pm providers.Message, end time.Durat
 }
 
 // conclude settles a send's reservation, of cost units, by what the
-// provider answered after attempts calls, and returns the outcome to
-// record (m takes it too), the windows at the settlement in it, and the
-// windows.
+// provider answered after attempts calls. It returns the outcome to record
+// (m takes it too), which carries the windows the settlement reports as
+// the send's admission, and those windows.
 func (s *Sender) conclude(ctx context.Context, tk throttle.Ticket, m *store.Message, providerID string, sendErr error,
 	cost, attempts int) (store.Outcome, throttle.Snapshot) {
 	now := s.o.Clock.Now().UTC()
