@@ -25,7 +25,7 @@ import (
 // and from a statement's sixth execution PostgreSQL keeps the plan made
 // without the values if it costs no more than the custom ones did on
 // average, which depends on the values the earlier executions had. (It is
-// logged, not checked: HeldStats' generic plan scans, and costs five
+// logged, not checked: HeldStats' generic plan scans, and costs six
 // times its custom plan, which PostgreSQL therefore keeps.)
 func adminPlans(b *testing.B, a *adminBench) {
 	ctx := context.Background()

@@ -3,7 +3,7 @@
 -- a prepared statement's generic plan (what a pooled connection runs after
 -- five executions) walked messages_status_created_idx newest first,
 -- testing every row's inbox: the sent mail of an inbox with none read all
--- 95,000 sent messages of 100,000, 80 ms p95 (BENCHMARKS.md section 29).
+-- 95,000 sent messages of 100,000, 80–89 ms p95 (BENCHMARKS.md section 29).
 -- In this index the page is one range in its order, stopped at its LIMIT,
 -- whatever the values.
 CREATE INDEX messages_inbox_status_created_idx ON messages (inbox_id, status, created_at, id);
