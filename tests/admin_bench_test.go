@@ -24,8 +24,8 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// adminRequests is how many requests of each page are timed, after
-// adminWarmup untimed ones, one at a time.
+// adminRequests is how many requests of each page are timed at least
+// (b.N if more), after adminWarmup untimed ones, one at a time.
 const (
 	adminRequests = 200
 	adminWarmup   = 10
@@ -37,7 +37,7 @@ const (
 // mail of an inbox that has none: along an index on status alone, each
 // of these walks every message of the status), each answered in 50 ms p95 or less at NORNWEAVE_BENCH_MESSAGES
 // messages (default 100,000; see fillAdmin for the shape) on both
-// databases. Each page is requested adminRequests times, one at a time;
+// databases. Each page is requested adminRequests times (-benchtime 1x), one at a time;
 // the server time of each is the duration_ms of the server's own access
 // log line (from its middleware's start to the handler's return, the page
 // written), and the round trip on loopback is reported beside it. Before
@@ -174,8 +174,8 @@ func (a *adminBench) measure(b *testing.B) {
 	}
 }
 
-// page requests path adminWarmup times untimed, then adminRequests times
-// one at a time, and reports the quantiles of the server's times and of
+// page requests path adminWarmup times untimed, then adminRequests (or
+// b.N) times one at a time, and reports the quantiles of the server's times and of
 // the round trips.
 func (a *adminBench) page(b *testing.B, path string) {
 	get := func() {
@@ -201,16 +201,21 @@ func (a *adminBench) page(b *testing.B, path string) {
 	for range adminWarmup {
 		get()
 	}
+	// At least adminRequests, so that the quantiles have their count;
+	// b.N when more, so that under make bench's -benchtime 1s a fast page
+	// grows to a second's requests instead of being run again and again
+	// with the same 200.
+	n := max(adminRequests, b.N)
 	a.times.reset()
-	rtt := make([]time.Duration, 0, adminRequests)
+	rtt := make([]time.Duration, 0, n)
 	b.ResetTimer()
-	for range adminRequests {
+	for range n {
 		t0 := time.Now()
 		get()
 		rtt = append(rtt, time.Since(t0))
 	}
 	b.StopTimer()
-	server := a.times.wait(b, adminRequests)
+	server := a.times.wait(b, n)
 	q := quantiles(server)
 	for _, m := range []struct {
 		unit string
@@ -221,7 +226,7 @@ func (a *adminBench) page(b *testing.B, path string) {
 	r := quantiles(rtt)
 	b.ReportMetric(ms(r[1]), "rtt-p95-ms")
 	b.Logf("%s GET %s, %d requests: server p50 %.2f p95 %.2f p99 %.2f max %.2f ms; round trip p50 %.2f p95 %.2f p99 %.2f max %.2f ms",
-		a.driver, path, adminRequests, ms(q[0]), ms(q[1]), ms(q[2]), ms(q[3]), ms(r[0]), ms(r[1]), ms(r[2]), ms(r[3]))
+		a.driver, path, n, ms(q[0]), ms(q[1]), ms(q[2]), ms(q[3]), ms(r[0]), ms(r[1]), ms(r[2]), ms(r[3]))
 }
 
 // quantiles are the p50, p95, p99 and max of ds (nearest rank).
