@@ -34,21 +34,22 @@ const (
 // BenchmarkAdminPages100k is issue 32's must-show for the dashboard: the
 // overview (GET /admin) and the Messages page, unfiltered and by inbox
 // and status (the failed mail of an inbox; of one that has none; the sent
-// mail of an inbox that has none: along an index on status alone, each
-// of these walks every message of the status), each answered in 50 ms p95 or less at NORNWEAVE_BENCH_MESSAGES
-// messages (default 100,000; see fillAdmin for the shape) on both
-// databases. Each page is requested adminRequests times (-benchtime 1x), one at a time;
-// the server time of each is the duration_ms of the server's own access
-// log line (from its middleware's start to the handler's return, the page
-// written), and the round trip on loopback is reported beside it. Before
-// timing, it logs the query plan of every statement the three pages run
-// (adminPlans) and fails on one that scans a large table. SQLite runs
-// twice: as the server leaves it, without statistics (the server never
-// runs ANALYZE), then after ANALYZE, on a server restarted to read them;
-// PostgreSQL after VACUUM ANALYZE, as autovacuum leaves it after a bulk
-// load. Filling takes a minute or more: it runs under make bench only.
+// mail of an inbox that has none: along an index on status alone, each of
+// these walks every message of the status), each answered in 50 ms p95 or
+// less at NORNWEAVE_BENCH_MESSAGES messages (default 100,000; see
+// fillAdmin for the shape) on both databases. Each page is requested
+// adminRequests times with -benchtime 1x, one at a time; the server time
+// of each is the duration_ms of the server's own access log line (from
+// its middleware's start to the handler's return, the page written), and
+// the round trip on loopback is reported beside it. Before timing, it logs
+// the query plan of every statement the pages run (adminPlans) and fails
+// on one that reads messages without an index. SQLite runs twice: as the
+// server leaves it, without statistics (the server never runs ANALYZE),
+// then after ANALYZE, on a server restarted to read them; PostgreSQL after
+// VACUUM ANALYZE, as autovacuum leaves it after a bulk load. Filling takes
+// 10 s or more: it runs under make bench only. BENCHMARKS.md section 29.
 //
-//	go test -run '^$' -bench BenchmarkAdminPages100k -benchtime 1x -timeout 30m ./tests/
+//	go test -run '^$' -bench BenchmarkAdminPages100k -benchtime 1x -timeout 30m -v ./tests/
 func BenchmarkAdminPages100k(b *testing.B) {
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("NORNWEAVE_BENCH_MESSAGES")); err == nil && v > 0 {
