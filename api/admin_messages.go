@@ -14,7 +14,8 @@ import (
 
 // adminMessages reads a page of the dashboard's Messages page: one
 // statement (store.Messages without its count and without the bodies),
-// newest first along messages_inbox_created_idx with an inbox, else
+// newest first along messages_inbox_status_created_idx with an inbox and
+// a status (migration 0022), messages_inbox_created_idx with an inbox,
 // messages_status_created_idx with a status, else messages_created_idx.
 func (a *API) adminMessages(ctx context.Context, f admin.MessageFilter) ([]admin.MessageRow, error) {
 	ms, _, err := a.Store.Messages(ctx, store.MessageFilter{InboxID: f.InboxID, Status: f.Status,
