@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/api/admin"
-	"github.com/nornweave/nornweave/internal/activity"
-	"github.com/nornweave/nornweave/internal/metrics"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/activity"
 	"github.com/nornweave/nornweave/store"
 )
 
@@ -55,7 +54,7 @@ func (a *API) adminActivity(ctx context.Context, now time.Time) (*admin.Activity
 	for _, r := range activity.Reasons {
 		act.Refusals = append(act.Refusals, admin.Refusal{Reason: r, Count: refused[r]})
 	}
-	hard, complaints, err := a.Store.Complaints(ctx, now.Add(-metrics.ReputationWindow))
+	hard, complaints, err := a.Store.Complaints(ctx, now.Add(-activity.ReputationWindow))
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/nornweave/nornweave/internal/activity"
 	"github.com/nornweave/nornweave/skuld"
+	"github.com/nornweave/nornweave/skuld/activity"
 	"github.com/nornweave/nornweave/skuld/throttle"
 )
 

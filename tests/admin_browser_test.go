@@ -182,6 +182,12 @@ func TestAdminInABrowser(t *testing.T) {
 			t.Errorf("after the key: at %s, want /admin", p)
 		}
 		pageCSP("overview")
+		// The windows refresh by themselves (htmx, every 2 s): their
+		// time moves on without a reload, and the page is still the one
+		// loaded (a mark set on it stays).
+		first := eval(`document.body.dataset.loaded = "1"; document.querySelector("#windows-at").getAttribute("datetime")`)
+		run("the windows refresh", chromedp.WaitVisible(css(fmt.Sprintf(`body[data-loaded] #windows-at:not([datetime=%q])`, first))))
+		pageCSP("overview refreshed")
 
 		ratios := func(scope string) map[string]string {
 			t.Helper()

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nornweave/nornweave/api"
 	"github.com/nornweave/nornweave/core/clock"
-	"github.com/nornweave/nornweave/internal/activity"
 	"github.com/nornweave/nornweave/internal/metrics"
+	"github.com/nornweave/nornweave/skuld/activity"
 	"github.com/nornweave/nornweave/skuld/throttle"
 	"github.com/nornweave/nornweave/store"
 )

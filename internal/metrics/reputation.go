@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nornweave/nornweave/skuld/activity"
 )
 
 // ReputationSource counts what providers judge a sender by (store.Store
@@ -14,8 +16,8 @@ type ReputationSource interface {
 }
 
 // ReputationWindow is the span the bounce and complaint rates are taken
-// over: a day, as SES's reviews look at recent sending.
-const ReputationWindow = 24 * time.Hour
+// over (activity.ReputationWindow: a day).
+const ReputationWindow = activity.ReputationWindow
 
 var (
 	sent24h = prometheus.NewDesc(namespace+"_sent_24h",

@@ -26,6 +26,11 @@ const (
 	Validation    = "validation"     // the request itself was refused (400, 413, 422)
 )
 
+// ReputationWindow is the span the bounce and complaint rates are taken
+// over, on /metrics, in the janitor's warning and on the dashboard: a day,
+// as SES's reviews look at recent sending.
+const ReputationWindow = 24 * time.Hour
+
 // Reasons lists the refusals' reasons in the order the dashboard shows
 // them.
 var Reasons = []string{Throttled, DomainBlocked, Suppressed, Validation}
