@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
 	"strings"
@@ -144,19 +145,7 @@ func explain(b *testing.B, a *adminBench, sql string, args []any) string {
 		if err != nil {
 			b.Fatalf("explain %s: %v", sql, err)
 		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				b.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		if err := rows.Err(); err != nil {
-			b.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
+		return planText(b, rows)
 	}
 	rows, err := a.st.SQL().QueryContext(ctx, "EXPLAIN QUERY PLAN "+sql, args...)
 	if err != nil {
@@ -218,6 +207,12 @@ func explainGeneric(b *testing.B, a *adminBench, sql string, args []any) string 
 	if err != nil {
 		b.Fatalf("explain the generic plan of %s: %v", sql, err)
 	}
+	return planText(b, rows)
+}
+
+// planText is the lines of an EXPLAIN's answer, one a row, and closes rows.
+func planText(b *testing.B, rows *sql.Rows) string {
+	b.Helper()
 	defer rows.Close()
 	var lines []string
 	for rows.Next() {
