@@ -172,7 +172,11 @@ func TestHeldMessageToSuppressedFails(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		s := startHeld(t, driver, func(c *config.Config) { c.SendRateLimitPerMinute = 5 })
 		inbox := s.createInbox(t, "held")
-		r := s.sendAt(t, inbox, "bob@example.com", time.Now().Add(2*time.Second))
+		// Scheduled an hour ahead, and moved to its time only once the
+		// address is suppressed: at 2 s ahead, a busy machine (CI) took
+		// longer than that to suppress it, and the message went out
+		// before the suppression existed.
+		r := s.sendAt(t, inbox, "bob@example.com", time.Now().Add(time.Hour))
 		mustStatus(t, r, http.StatusAccepted)
 		id := r.JSON(t)["id"].(string)
 		r = s.do(t, "POST", "/v1/suppressions", map[string]any{"email": "Bob@Example.com", "reason": "manual"})
@@ -185,6 +189,7 @@ func TestHeldMessageToSuppressedFails(t *testing.T) {
 		if r.Status != http.StatusUnprocessableEntity || r.JSON(t)["code"] != "recipient_suppressed" {
 			t.Errorf("scheduling to a suppressed address = %d %s, want 422 recipient_suppressed", r.Status, r.Body)
 		}
+		moveTo(t, s, id, time.Now().Add(time.Second))
 		waitFor(t, 30*time.Second, func() bool { return s.status(t, id) != "scheduled" })
 		m := s.do(t, "GET", "/v1/messages/"+id, nil).JSON(t)
 		if m["status"] != "failed" || !strings.HasPrefix(fmt.Sprint(m["error"]), "recipient_suppressed: ") {
