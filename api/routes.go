@@ -17,19 +17,7 @@ func (a *API) routes(e *echo.Echo) {
 
 	// The dashboard (api/admin): HTML, behind a session cookie when
 	// API_KEY is set; its login takes the key.
-	e.GET("/admin", a.admin.ShowOverview, a.admin.RequireSession)
-	e.GET("/admin/windows", a.admin.ShowWindows, a.admin.RequireSession)
-	e.GET("/admin/messages", a.admin.ShowMessages, a.admin.RequireSession)
-	e.GET("/admin/messages/:id", a.admin.ShowMessage, a.admin.RequireSession)
-	e.GET("/admin/held", a.admin.ShowHeld, a.admin.RequireSession)
-	e.GET("/admin/suppressions", a.admin.ShowSuppressions, a.admin.RequireSession)
-	e.GET("/admin/webhooks", a.admin.ShowWebhooks, a.admin.RequireSession)
-	e.GET("/admin/admin.css", a.admin.Stylesheet)
-	e.GET("/admin/htmx.min.js", a.admin.Script)
-	e.GET("/admin/icon.svg", a.admin.Icon)
-	e.GET("/admin/login", a.admin.LoginForm)
-	e.POST("/admin/login", a.admin.Login)
-	e.POST("/admin/logout", a.admin.Logout)
+	a.admin.Register(e)
 
 	// The API key is checked by middleware for every /v1 path (see
 	// middleware): echo gives a group with middleware a catch-all route,

@@ -129,6 +129,25 @@ func New(o Options) *Handler {
 		pages:    template.Must(template.New("").Funcs(funcs).ParseFS(files, "templates/*.html")), css: css}
 }
 
+// Register adds the dashboard's routes to e: the pages behind
+// RequireSession, their stylesheet, script and icon, and the login and
+// logout forms.
+func (h *Handler) Register(e *echo.Echo) {
+	e.GET("/admin", h.ShowOverview, h.RequireSession)
+	e.GET("/admin/windows", h.ShowWindows, h.RequireSession)
+	e.GET("/admin/messages", h.ShowMessages, h.RequireSession)
+	e.GET("/admin/messages/:id", h.ShowMessage, h.RequireSession)
+	e.GET("/admin/held", h.ShowHeld, h.RequireSession)
+	e.GET("/admin/suppressions", h.ShowSuppressions, h.RequireSession)
+	e.GET("/admin/webhooks", h.ShowWebhooks, h.RequireSession)
+	e.GET("/admin/admin.css", h.Stylesheet)
+	e.GET("/admin/htmx.min.js", h.Script)
+	e.GET("/admin/icon.svg", h.Icon)
+	e.GET("/admin/login", h.LoginForm)
+	e.POST("/admin/login", h.Login)
+	e.POST("/admin/logout", h.Logout)
+}
+
 // IsPath reports whether path is the dashboard's.
 func IsPath(path string) bool { return path == "/admin" || strings.HasPrefix(path, "/admin/") }
 

@@ -115,19 +115,7 @@ func newServer(t *testing.T, apiKey string, lo *fakeLogouts) *harness {
 		Revoke: lo.revoke, Revoked: lo.revoked,
 		Logger: slog.New(slog.NewTextHandler(hs.log, nil))})
 	e := echo.New()
-	e.GET("/admin", hs.h.ShowOverview, hs.h.RequireSession)
-	e.GET("/admin/windows", hs.h.ShowWindows, hs.h.RequireSession)
-	e.GET("/admin/messages", hs.h.ShowMessages, hs.h.RequireSession)
-	e.GET("/admin/messages/:id", hs.h.ShowMessage, hs.h.RequireSession)
-	e.GET("/admin/held", hs.h.ShowHeld, hs.h.RequireSession)
-	e.GET("/admin/suppressions", hs.h.ShowSuppressions, hs.h.RequireSession)
-	e.GET("/admin/webhooks", hs.h.ShowWebhooks, hs.h.RequireSession)
-	e.GET("/admin/admin.css", hs.h.Stylesheet)
-	e.GET("/admin/htmx.min.js", hs.h.Script)
-	e.GET("/admin/icon.svg", hs.h.Icon)
-	e.GET("/admin/login", hs.h.LoginForm)
-	e.POST("/admin/login", hs.h.Login)
-	e.POST("/admin/logout", hs.h.Logout)
+	hs.h.Register(e)
 	hs.e = e
 	return hs
 }
