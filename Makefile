@@ -26,9 +26,8 @@ build:
 ## runs unguarded, or fails with NETGUARD=required). The longest end-to-end tests run from the start,
 ## each kind in a `go test` of its own beside the rest: in the main run they waited for a parallel
 ## slot behind shorter tests and ended last. WAITING spend minutes waiting on real time in server
-## processes (River's rescuer, leases, a real minute) with little CPU, and MCP's 11 MB of answers,
-## whose assertions are sizes, not times: five at a time (twelve held 58 PostgreSQL connections
-## with the rest, eight 56; each server process may keep 4). RACES race changes against the
+## processes (River's rescuer, leases, a real minute) with little CPU: five at a time (twelve held
+## 58 PostgreSQL connections with the rest, eight 56; each server process may keep 4). RACES race changes against the
 ## dispatch of 2 MB messages: one at a time (three heavy tests at once, beside the rest, made load
 ## 12 on two cores, and their sends timed out). The main run lists ./tests first, its longest
 ## package, and runs -parallel 4: the rest of the suite is bound by the two cores, and more at
@@ -42,7 +41,7 @@ build:
 ## without it). GOFLAGS carries the flag to the server binary the end-to-end tests build.
 test: export GOFLAGS += -gcflags=modernc.org/...=-race=false
 ALONE := ^(TestSMTPAttemptNeverOutlivesItsDeadline|TestSMTPWaitAndTransactionShareTheDeadline)$$
-WAITING := ^(TestClusterCrashQueuedIsRescued|TestClusterCrashScheduledIsRescued|TestRestartAloneOnSharedBackendSendsHeld|TestClusterCrashReclaimsAfterLease|TestSIGTERMWaitsForTheLongestLease|TestQueuedSendsAcrossKill|TestQueuedLaneWakesWhenRoomAppears|TestBadInputMCPAnswersBounded)$$
+WAITING := ^(TestClusterCrashQueuedIsRescued|TestClusterCrashScheduledIsRescued|TestRestartAloneOnSharedBackendSendsHeld|TestClusterCrashReclaimsAfterLease|TestSIGTERMWaitsForTheLongestLease|TestQueuedSendsAcrossKill|TestQueuedLaneWakesWhenRoomAppears)$$
 RACES := ^(TestHeldChangeRacingDispatch|TestQueuedChangeRacingLane)$$
 test:
 	@./scripts/ensure-postgres.sh

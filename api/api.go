@@ -185,6 +185,10 @@ type Options struct {
 	// grace, or be cut off (see rateWriter); 0: 32 KiB/s after 10 s.
 	DownloadMinRate int64
 	DownloadGrace   time.Duration
+	// PageBytes caps the bodies one list answer carries, REST and MCP
+	// alike (0: MaxPageBytes). Tests lower it, to cut pages with small
+	// messages.
+	PageBytes int64
 }
 
 // API holds the handlers' dependencies.
@@ -244,6 +248,9 @@ func New(o Options) *Server {
 	}
 	if o.ScheduleMaxAhead <= 0 {
 		o.ScheduleMaxAhead = 30 * 24 * time.Hour
+	}
+	if o.PageBytes <= 0 {
+		o.PageBytes = MaxPageBytes
 	}
 	o = withLimitDefaults(o)
 	a := &API{

@@ -22,24 +22,24 @@ const MaxPageBytes = 8 << 20
 // ItemOverhead is a generous size of a message's fields other than bodies.
 const ItemOverhead = 1 << 10
 
-// withBodies trims a page read with OmitBodies to MaxPageBytes and reads
+// withBodies trims a page read with OmitBodies to PageBytes and reads
 // the bodies of what is left (the HTML only if withHTML; the text counts
 // twice, as "text" and "content_clean").
 func (a *API) withBodies(ctx context.Context, msgs []store.Message, withHTML bool) ([]store.Message, error) {
-	msgs = msgs[:bodyBatch(msgs, withHTML)]
+	msgs = msgs[:bodyBatch(msgs, withHTML, a.PageBytes)]
 	return msgs, a.loadBodies(ctx, msgs, withHTML)
 }
 
-// bodyBatch is how many of msgs, from the first, fit in MaxPageBytes of
+// bodyBatch is how many of msgs, from the first, fit in limit bytes of
 // bodies: at least one, so that any message can be read.
-func bodyBatch(msgs []store.Message, withHTML bool) int {
+func bodyBatch(msgs []store.Message, withHTML bool, limit int64) int {
 	var size int64
 	for i := range msgs {
 		size += 2*msgs[i].TextBytes + ItemOverhead
 		if withHTML {
 			size += msgs[i].HTMLBytes
 		}
-		if size > MaxPageBytes && i > 0 {
+		if size > limit && i > 0 {
 			return i
 		}
 	}

@@ -103,11 +103,11 @@ func (a *API) Conversation(ctx context.Context, t *store.Thread) ([]store.Messag
 
 // WalkBodies calls each for every message of msgs (read with OmitBodies),
 // in order, with its text body: the bodies are read in batches of
-// MaxPageBytes, and each batch is dropped before the next is read, so
+// PageBytes, and each batch is dropped before the next is read, so
 // memory does not grow with the list. An error from each stops the walk.
 func (a *API) WalkBodies(ctx context.Context, msgs []store.Message, each func(i int, m *store.Message) error) error {
 	for i := 0; i < len(msgs); {
-		batch := msgs[i : i+bodyBatch(msgs[i:], false)]
+		batch := msgs[i : i+bodyBatch(msgs[i:], false, a.PageBytes)]
 		if err := a.loadBodies(ctx, batch, false); err != nil {
 			return err
 		}

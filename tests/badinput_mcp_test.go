@@ -52,20 +52,25 @@ func resultText(res *mcp.CallToolResult) string {
 	return ""
 }
 
-// TestBadInputMCPAnswersBounded: a list longer than 8 MiB of JSON is cut
-// and read on with next_offset; a large result is not repeated in the
-// text; get_attachment_content refuses a file over 5 MiB with the REST URL
-// that streams it. On both databases.
+// TestBadInputMCPAnswersBounded: a list longer than an answer's cap of
+// JSON is cut and read on with next_offset; a large result is not
+// repeated in the text; get_attachment_content refuses a file over five
+// eighths of the cap with the REST URL that streams it. On both databases.
+// The cap is 8 MiB, and the attachments' 5 MiB; here the server's is
+// 256 KiB (app.WithPageBytes), and every size a 32nd of what it would be,
+// the same cuts for a 32nd of the bytes, which cost seconds each under
+// -race (TestFitPage holds the cut's arithmetic at the real size's ratio).
 func TestBadInputMCPAnswersBounded(t *testing.T) {
 	t.Parallel()
+	const capBytes = 256 << 10
 	forEachDriver(t, func(t *testing.T, driver string) {
-		s := startDefault(t, driver, nil)
+		s := startPaged(t, driver, capBytes)
 		inbox := s.createInbox(t, "big")
-		// 40 messages of 56 KB of backslashes: each is two bytes of JSON
-		// in the text and again in content_clean, and every pair one
+		// 40 messages of 1,792 bytes of backslashes: each is two bytes of
+		// JSON in the text and again in content_clean, and every pair one
 		// backslash in the HTML, so a page of bodies is more JSON than its
-		// bytes (five times), and the 40 are 11 MB of JSON.
-		body := strings.Repeat(`\\`, 28<<10)
+		// bytes (five times), and the 40 are 350 KB of JSON.
+		body := strings.Repeat(`\\`, 28<<10/32)
 		for i := range 40 {
 			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"a@b.test"},
 				"subject": fmt.Sprintf("m%d", i), "body": body})
@@ -85,8 +90,8 @@ func TestBadInputMCPAnswersBounded(t *testing.T) {
 			if res.IsError {
 				t.Fatalf("list_messages: %s", raw)
 			}
-			if len(raw) > 8<<20+4<<10 {
-				t.Errorf("page at offset %d: structuredContent is %d bytes, over 8 MiB", offset, len(raw))
+			if len(raw) > capBytes+4<<10 {
+				t.Errorf("page at offset %d: structuredContent is %d bytes, over %d", offset, len(raw), capBytes)
 			}
 			if text := resultText(res); len(text) > 16<<10 || !strings.Contains(text, "structuredContent") {
 				t.Errorf("page at offset %d: text content is %d bytes (%.80q), want a pointer to structuredContent",
@@ -112,9 +117,10 @@ func TestBadInputMCPAnswersBounded(t *testing.T) {
 			}
 		}
 
-		// Attachments: 6 MiB is refused with the route that streams it;
-		// 1 MiB is answered, its base64 in structuredContent only.
-		big, small := make([]byte, 6<<20), bytes.Repeat([]byte("x"), 1<<20)
+		// Attachments: six fifths of the limit (160 KiB) is refused with the
+		// route that streams it; a fifth is answered, its base64 in
+		// structuredContent only.
+		big, small := make([]byte, 192<<10), bytes.Repeat([]byte("x"), 32<<10)
 		r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{"a@b.test"},
 			"subject": "files", "body": "b", "attachments": []map[string]any{
 				{"filename": "big.bin", "content_type": "application/octet-stream", "content_base64": base64.StdEncoding.EncodeToString(big)},
@@ -129,8 +135,8 @@ func TestBadInputMCPAnswersBounded(t *testing.T) {
 		raw, sc := structured(t, res)
 		url := "/v1/attachments/" + ids["big.bin"] + "/content"
 		if !res.IsError || sc["code"] != "attachment_too_large" || !strings.Contains(sc["detail"].(string), url) ||
-			!strings.Contains(sc["detail"].(string), "5 MiB") {
-			t.Errorf("6 MiB attachment: %.300s, want a refusal attachment_too_large naming 5 MiB and %s", raw, url)
+			!strings.Contains(sc["detail"].(string), "(160 KiB)") {
+			t.Errorf("192 KiB attachment: %.300s, want a refusal attachment_too_large naming 160 KiB and %s", raw, url)
 		}
 		if got := s.do(t, "GET", url, nil); got.Status != 200 || len(got.Body) != len(big) {
 			t.Errorf("GET %s: %d, %d bytes", url, got.Status, len(got.Body))
@@ -138,10 +144,10 @@ func TestBadInputMCPAnswersBounded(t *testing.T) {
 		res = callTool(t, cs, "get_attachment_content", map[string]any{"attachment_id": ids["small.txt"]})
 		raw, sc = structured(t, res)
 		if content, _ := sc["content"].(string); res.IsError || content != base64.StdEncoding.EncodeToString(small) {
-			t.Errorf("1 MiB attachment: %.300s", raw)
+			t.Errorf("32 KiB attachment: %.300s", raw)
 		}
 		if text := resultText(res); len(text) > 16<<10 {
-			t.Errorf("1 MiB attachment: the text content carries %d bytes too", len(text))
+			t.Errorf("32 KiB attachment: the text content carries %d bytes too", len(text))
 		}
 	})
 }

@@ -70,6 +70,15 @@ func startDefault(t testing.TB, driver string, change func(*config.Config)) *ser
 	return start(t, cfg, mx)
 }
 
+// startPaged is startDefault whose list answers carry at most pageBytes
+// of bodies (app.WithPageBytes), so that a test cuts pages with small
+// messages.
+func startPaged(t testing.TB, driver string, pageBytes int64) *server {
+	mx := smtptest.Start(t)
+	cfg := baseConfig(t, driver, mx)
+	return &server{Server: apptest.StartWith(t, cfg, apptest.Options{PageBytes: pageBytes}), SMTP: mx, cfg: cfg}
+}
+
 // response is a decoded HTTP answer.
 type response struct {
 	Status int

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/nornweave/nornweave/api"
@@ -12,13 +13,13 @@ import (
 // page's size, a list is cut to fit (with next_offset to read on), and the
 // answer holds its share of REQUESTS_IN_FLIGHT_MB until it is written.
 
-// maxToolResult caps the JSON of a tool's structuredContent: the REST
-// page's api.MaxPageBytes. A list longer than that is cut, after at least one
-// item, and says where the next page starts.
-const maxToolResult = api.MaxPageBytes
+// maxResult caps the JSON of a tool's structuredContent: the REST page's
+// api.MaxPageBytes (the API's PageBytes). A list longer than that is cut,
+// after at least one item, and says where the next page starts.
+func (s *Server) maxResult() int64 { return s.api.PageBytes }
 
-// pageEnvelope is room kept in maxToolResult for a page's fields other
-// than its items.
+// pageEnvelope is room kept in maxResult for a page's fields other than
+// its items.
 const pageEnvelope = 4 << 10
 
 // maxInlineText is the largest result whose JSON is also the text
@@ -26,10 +27,21 @@ const pageEnvelope = 4 << 10
 // never carries a large payload twice.
 const maxInlineText = 16 << 10
 
-// maxToolAttachment is the largest attachment get_attachment_content
-// returns: 5 MiB, 6.7 MiB in base64, inside maxToolResult. Larger files are
-// downloaded from the REST route, which streams them.
-const maxToolAttachment = 5 << 20
+// maxAttachment is the largest attachment get_attachment_content returns:
+// five eighths of maxResult, 5 MiB (6.7 MiB in base64, inside the 8 MiB).
+// Larger files are downloaded from the REST route, which streams them.
+func (s *Server) maxAttachment() int64 { return s.maxResult() * 5 / 8 }
+
+// sizeText is n bytes as a person reads a limit: "5 MiB", "40 KiB".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // answerCopies is how many copies of a result's JSON an answer holds at
 // once: ours (the encoder's buffer, the string, the raw structuredContent)
@@ -93,13 +105,13 @@ func (s *Server) chargeAnswer(ctx context.Context, n int64) error {
 	return nil
 }
 
-// fitPage keeps the first of items whose JSON fits in maxToolResult (at
+// fitPage keeps the first of items whose JSON fits in max bytes (at
 // least one) and says where the next page starts: offset plus what was
 // kept, when the page was cut, was full (limit), or more remain; nil when
 // it is the last. Each item is measured as it encodes, one at a time, so
 // nothing larger than one item is built to find the cut. Items are
 // measured HTML-escaped, as the SDK writes them (see wireSize).
-func fitPage[T any](items []T, offset, limit int, more bool) ([]T, *int) {
+func fitPage[T any](max int64, items []T, offset, limit int, more bool) ([]T, *int) {
 	var size int64 = pageEnvelope
 	var cw countWriter
 	enc := json.NewEncoder(&cw)
@@ -109,7 +121,7 @@ func fitPage[T any](items []T, offset, limit int, more bool) ([]T, *int) {
 		if err := enc.Encode(items[i]); err != nil {
 			break // it fails again, and is answered, when the page is encoded
 		}
-		if size += cw.n - before; size > maxToolResult && i > 0 {
+		if size += cw.n - before; size > max && i > 0 {
 			kept = i
 			break
 		}
@@ -138,8 +150,8 @@ type toolList[T any] struct {
 	NextOffset *int `json:"next_offset" jsonschema:"pass it as offset to read the next page: this page was full (limit) or cut to fit one answer (8 MiB of JSON); null when it is the last"`
 }
 
-// pageOf is l as a tool answers it: cut to fit maxToolResult.
-func pageOf[T any](l api.List[T], offset, limit int) toolList[T] {
-	items, next := fitPage(l.Items, offset, limit, false)
+// pageOf is l as a tool answers it: cut to fit max bytes.
+func pageOf[T any](max int64, l api.List[T], offset, limit int) toolList[T] {
+	items, next := fitPage(max, l.Items, offset, limit, false)
 	return toolList[T]{Items: items, Count: len(items), NextOffset: next}
 }

@@ -35,7 +35,7 @@ func (s *Server) toolListAttachments(ctx context.Context, args api.Args) (toolLi
 		return toolList[api.AttachmentResponse]{}, err
 	}
 	l, err := s.api.Attachments(ctx, q)
-	return pageOf(l, q.Offset, q.Limit), err
+	return pageOf(s.maxResult(), l, q.Offset, q.Limit), err
 }
 
 type getAttachmentContentArgs struct {
@@ -43,7 +43,7 @@ type getAttachmentContentArgs struct {
 }
 
 // toolGetAttachmentContent is GET /v1/attachments/{id}/content?format=base64
-// for files up to maxToolAttachment; a larger one is refused with the
+// for files up to maxAttachment; a larger one is refused with the
 // route that streams it. The content counts against the in-flight budget
 // until the answer is written, as a download's does until it is sent.
 func (s *Server) toolGetAttachmentContent(ctx context.Context, args api.Args) (api.AttachmentContent, error) {
@@ -56,11 +56,11 @@ func (s *Server) toolGetAttachmentContent(ctx context.Context, args api.Args) (a
 	if err != nil {
 		return api.AttachmentContent{}, err
 	}
-	if att.Size > maxToolAttachment {
+	if int64(att.Size) > s.maxAttachment() {
 		return api.AttachmentContent{}, api.NewError(http.StatusRequestEntityTooLarge, "attachment_too_large", fmt.Sprintf(
-			"Attachment %s is %d bytes, more than get_attachment_content returns (%d MiB); download it from "+
+			"Attachment %s is %d bytes, more than get_attachment_content returns (%s); download it from "+
 				"GET /v1/attachments/%s/content on this server (with the API key), which streams it",
-			id, att.Size, maxToolAttachment>>20, url.PathEscape(id)))
+			id, att.Size, sizeText(s.maxAttachment()), url.PathEscape(id)))
 	}
 	f, err := s.api.OpenAttachment(ctx, id)
 	if err != nil {

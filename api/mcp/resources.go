@@ -103,7 +103,7 @@ func (s *Server) threadView(ctx context.Context, id string) (threadResult, error
 	size := 0
 	err = s.api.WalkBodies(ctx, msgs, func(i int, m *store.Message) error {
 		// Twice (the Markdown and the message), as JSON: the answer's cap.
-		if size += 2*jsonSize(m.Text) + api.ItemOverhead; size > maxToolResult-pageEnvelope && i > 0 {
+		if size += 2*jsonSize(m.Text) + api.ItemOverhead; int64(size) > s.maxResult()-pageEnvelope && i > 0 {
 			return errTruncated
 		}
 		out.Messages = append(out.Messages, api.ToThreadMessage(m))

@@ -155,15 +155,15 @@ func (s *Server) toolHandler(t mcpTool) sdk.ToolHandler {
 	}
 }
 
-// answerFits refuses a result over maxToolResult (the lists are cut to
+// answerFits refuses a result over maxResult (the lists are cut to
 // fit before they are encoded; this is the bound for the rest) and takes
 // the answer's memory from the in-flight budget until it is written.
 func (s *Server) answerFits(ctx context.Context, body string) error {
 	n := wireSize(body)
-	if n > maxToolResult+pageEnvelope {
+	if int64(n) > s.maxResult()+pageEnvelope {
 		return api.NewError(http.StatusRequestEntityTooLarge, "result_too_large", fmt.Sprintf(
-			"The result is %d bytes of JSON, more than a tool answers (%d MiB); read it from the REST API",
-			n, maxToolResult>>20))
+			"The result is %d bytes of JSON, more than a tool answers (%s); read it from the REST API",
+			n, sizeText(s.maxResult())))
 	}
 	return s.chargeAnswer(ctx, answerCopies*int64(n))
 }

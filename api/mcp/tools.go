@@ -200,7 +200,7 @@ func (s *Server) toolListInboxes(ctx context.Context, args api.Args) (toolList[a
 		return toolList[api.InboxResponse]{}, err
 	}
 	l, err := s.api.Inboxes(ctx, limit, offset)
-	return pageOf(l, offset, limit), err
+	return pageOf(s.maxResult(), l, offset, limit), err
 }
 
 type listMessagesArgs struct {
@@ -232,7 +232,7 @@ func (s *Server) toolListMessages(ctx context.Context, args api.Args) (messagesR
 	for i := range msgs {
 		items[i] = api.ToMessage(&msgs[i])
 	}
-	items, next := fitPage(items, f.Offset, f.Limit, int64(f.Offset+len(msgs)) < total)
+	items, next := fitPage(s.maxResult(), items, f.Offset, f.Limit, int64(f.Offset+len(msgs)) < total)
 	return messagesResult{Items: items, Count: len(items), Total: total, NextOffset: next}, nil
 }
 
@@ -298,7 +298,7 @@ func (s *Server) toolSearchEmail(ctx context.Context, args api.Args) (searchResu
 	for i := range msgs {
 		items[i] = api.ToSearchItem(&msgs[i])
 	}
-	items, next := fitPage(items, q.Offset, q.Limit, false)
+	items, next := fitPage(s.maxResult(), items, q.Offset, q.Limit, false)
 	return searchResult{Query: q.Query, Items: items, Count: len(items), NextOffset: next}, nil
 }
 
@@ -315,7 +315,7 @@ func (s *Server) toolListThreads(ctx context.Context, args api.Args) (toolList[a
 		return toolList[api.ThreadSummary]{}, err
 	}
 	l, err := s.api.Threads(ctx, id, limit, offset)
-	return pageOf(l, offset, limit), err
+	return pageOf(s.maxResult(), l, offset, limit), err
 }
 
 type getThreadArgs struct {

@@ -57,6 +57,7 @@ type App struct {
 	sender    *skuld.Sender
 	queue     *hold.Queue // dispatches held (scheduled and queued) messages
 	clock     clock.Clock
+	pageBytes int64 // WithPageBytes; 0: api.MaxPageBytes
 	api       *api.Server
 	version   string
 	metrics   *metrics.Metrics
@@ -105,6 +106,12 @@ func WithClock(c clock.Clock) Option { return func(a *App) { a.clock = c } }
 func WithRetryBase(base time.Duration) Option {
 	return func(a *App) { a.retryBase = base }
 }
+
+// WithPageBytes caps the bodies of one list answer, REST and MCP, at n
+// bytes instead of api.MaxPageBytes (8 MiB): an end-to-end test crosses
+// the cap with kilobytes instead of megabytes, which cost seconds each
+// under -race.
+func WithPageBytes(n int64) Option { return func(a *App) { a.pageBytes = n } }
 
 // New opens the database, applies migrations, restores the throttle from
 // the sends of the last hour, and builds the provider, the send pipeline and
@@ -244,7 +251,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, version st
 		Store: st, Sender: a.sender, Throttle: a.throttle.Throttle, Unit: a.unit, Jobs: a.queue, ThrottleFailOpen: cfg.ThrottleFail == "open",
 		Logger: logger,
 		APIKey: cfg.APIKey, AuthFailureLimit: cfg.AuthFailureLimit,
-		AdminSessionKey: adminKey, AdminSessionTTL: cfg.AdminSessionTTL, Held: st, Activity: a.counts, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain,
+		AdminSessionKey: adminKey, AdminSessionTTL: cfg.AdminSessionTTL, Held: st, Activity: a.counts, CORSOrigins: config.SplitList(cfg.CORSOrigins), EmailDomain: a.cfg.EmailDomain, PageBytes: a.pageBytes,
 		AllowedHosts:           cfg.AllowedHostList(),
 		TrustedProxies:         cfg.TrustedProxyPrefixes(),
 		AttachmentMaxSize:      int64(cfg.AttachmentMaxSizeMB) << 20,

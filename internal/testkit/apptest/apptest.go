@@ -100,6 +100,9 @@ type Options struct {
 	// RetryBase scales River's backoff of held-mail jobs (0: River's
 	// own, 1 s then 16 s); see app.WithRetryBase.
 	RetryBase time.Duration
+	// PageBytes caps one list answer's bodies (0: 8 MiB); see
+	// app.WithPageBytes.
+	PageBytes int64
 	// CertFetch reads SNS's certificates (nil: HTTPS to AWS); see
 	// app.WithCertFetcher.
 	CertFetch func(ctx context.Context, url string) ([]byte, error)
@@ -125,6 +128,9 @@ func StartWith(tb testing.TB, cfg config.Config, o Options) *Server {
 	}
 	if o.RetryBase > 0 {
 		opts = append(opts, app.WithRetryBase(o.RetryBase))
+	}
+	if o.PageBytes > 0 {
+		opts = append(opts, app.WithPageBytes(o.PageBytes))
 	}
 	if o.CertFetch != nil {
 		opts = append(opts, app.WithCertFetcher(o.CertFetch))
