@@ -21,18 +21,13 @@ import (
 // lands between a dispatch's read and its claim.
 const raceMessages = 5
 
-// waitAttachment is read between a dispatch's read and its claim, like
-// raceAttachment, at a quarter of its size: what keeps the gap open now
-// is the wait for the one SMTP connection (TestHeldChangeRacingDispatch).
+// waitAttachment is read between a dispatch's read and its claim, which it
+// widens; it was 2 MB, and is a quarter of that: what keeps the gap open
+// now is the wait for the one SMTP connection (TestHeldChangeRacingDispatch).
 // SQLite, whose one database connection serializes the dispatches' reads
 // with the changes, still needs some of the reading.
 var waitAttachment = file{name: "half.bin", contentType: "application/octet-stream",
 	content: bytes.Repeat([]byte("0123456789abcdef"), 512<<10/16)}
-
-// raceAttachment widens the gap between a dispatch's read and its claim:
-// the attachments are read in between.
-var raceAttachment = file{name: "big.bin", contentType: "application/octet-stream",
-	content: bytes.Repeat([]byte("0123456789abcdef"), 2<<20/16)}
 
 // raceRound is one round of the race: raceMessages scheduled for the same
 // time, each hit with 30 changes (change names one: "reschedule" or
@@ -212,8 +207,9 @@ func TestQueuedChangeRacingLane(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, driver string) {
 		const n = 7
 		// The direct sends stay at the relay while the queued ones are
-		// accepted (2 MB each: about 2.3 s apiece under -race on SQLite,
-		// and eight under make test's load), so the SMTP timeout and each
+		// accepted (2 MB each took about 2.3 s apiece under -race on
+		// SQLite, and eight under make test's load; 512 KiB a quarter of
+		// that), so the SMTP timeout and each
 		// attempt's deadline must outlast that, not cut them off (15 s in
 		// the base configuration, and then the one-minute attempt deadline
 		// under load: they then counted, and the window stayed full for a
@@ -239,7 +235,7 @@ func TestQueuedChangeRacingLane(t *testing.T) {
 		for i := range n {
 			to := fmt.Sprintf("queued%d@example.com", i)
 			r := s.do(t, "POST", "/v1/messages", map[string]any{"inbox_id": inbox, "to": []string{to}, "subject": "Queued",
-				"body": "Hi", "on_throttle": "queue", "attachments": []map[string]any{raceAttachment.json()}})
+				"body": "Hi", "on_throttle": "queue", "attachments": []map[string]any{waitAttachment.json()}})
 			mustStatus(t, r, http.StatusAccepted)
 			rr.ids, rr.to = append(rr.ids, r.JSON(t)["id"].(string)), append(rr.to, to)
 		}
