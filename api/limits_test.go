@@ -132,8 +132,11 @@ func TestInFlightBudgetSerializesLargeRequests(t *testing.T) {
 	}
 }
 
-// threadStore is a thread of n messages of 1 MiB each; it records the
-// largest batch of bodies asked for at once.
+// bodyBytes is the size of each of threadStore's bodies.
+const bodyBytes = 16 << 10
+
+// threadStore is a thread of n messages of bodyBytes each; it records
+// the largest batch of bodies asked for at once.
 type threadStore struct {
 	Store
 	n        int
@@ -148,27 +151,30 @@ func (s threadStore) Messages(_ context.Context, f store.MessageFilter) ([]store
 	ms := make([]store.Message, s.n)
 	for i := range ms { // newest first, as the store answers
 		at := time.Date(2026, 1, 1, 0, s.n-i, 0, 0, time.UTC)
-		ms[i] = store.Message{ID: fmt.Sprint(s.n - 1 - i), CreatedAt: at, TextBytes: 1 << 20}
+		ms[i] = store.Message{ID: fmt.Sprint(s.n - 1 - i), CreatedAt: at, TextBytes: bodyBytes}
 	}
 	return ms, -1, nil
 }
 
 func (s threadStore) MessageBodies(_ context.Context, ids []string, _ bool) (map[string]store.Bodies, error) {
-	*s.maxBatch = max(*s.maxBatch, int64(len(ids))<<20)
+	*s.maxBatch = max(*s.maxBatch, int64(len(ids))*bodyBytes)
 	out := map[string]store.Bodies{}
 	for _, id := range ids {
-		out[id] = store.Bodies{Text: "body of " + id + strings.Repeat(".", 1<<20-20)}
+		out[id] = store.Bodies{Text: "body of " + id + strings.Repeat(".", bodyBytes-20)}
 	}
 	return out, nil
 }
 
 // TestLongThreadIsReadInBatches: a thread's messages all come back, oldest
 // first, but their bodies are never all in memory at once.
+//
+// The batches are of PageBytes, 8 MiB; here 256 KiB, with bodies of 16 KiB
+// where they would be 1 MiB: the same batches for a 64th of the bytes.
 func TestLongThreadIsReadInBatches(t *testing.T) {
 	var maxBatch int64
-	const n = 40
+	const n, pageBytes = 40, 256 << 10
 	h := New(Options{Store: threadStore{n: n, maxBatch: &maxBatch}, Sender: fakeSender(nil),
-		Throttle: memThrottle(0, 0)})
+		Throttle: memThrottle(0, 0), PageBytes: pageBytes})
 	rec := serve(h, "GET", "/v1/threads/t", "")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("got %d %.200s", rec.Code, rec.Body)
@@ -190,7 +196,7 @@ func TestLongThreadIsReadInBatches(t *testing.T) {
 			t.Errorf("message %d is %.12q, want body of %d (oldest first)", i, m.Content, i)
 		}
 	}
-	if maxBatch > MaxPageBytes {
-		t.Errorf("read %d MiB of bodies at once, want at most %d MiB", maxBatch>>20, MaxPageBytes>>20)
+	if maxBatch > pageBytes || maxBatch < 2*bodyBytes {
+		t.Errorf("read %d KiB of bodies at once, want batches of at most %d KiB", maxBatch>>10, pageBytes>>10)
 	}
 }
