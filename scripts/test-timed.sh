@@ -12,14 +12,15 @@ echo 0 >"$peakfile"
 (
   peak=0
   while :; do
-    n=$(psql "$url" -Atc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0)
+    # One query: the count, and where those connections are, by database
+    # (a test database's name carries its test's: testdb.databaseName).
+    row=$(psql "$url" -F '|' -Atc "SELECT coalesce(sum(n), 0), string_agg(d || ' ' || n, ', ' ORDER BY n DESC, d)
+      FROM (SELECT coalesce(datname, '-') AS d, count(*) AS n FROM pg_stat_activity
+            WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1) s" 2>/dev/null || echo "0|")
+    n=${row%%|*}
     if [ "${n:-0}" -gt "$peak" ]; then
       peak=$n; echo "$peak" >"$peakfile"
-      # Where the peak's connections are: by database, the test databases by their prefix.
-      psql "$url" -F ' ' -Atc "SELECT regexp_replace(coalesce(datname, '-'), '_[0-9a-f_]+$', '_*'),
-        count(DISTINCT datname) || ' databases', count(*) || ' connections;'
-        FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-        GROUP BY 1 ORDER BY count(*) DESC" 2>/dev/null | tr '\n' ' ' >"$peakfile.where" || true
+      echo "${row#*|}" >"$peakfile.where"
     fi
     sleep 0.2
   done

@@ -54,7 +54,7 @@ func PostgresMigratedURL(t testing.TB, key string, migrate Migrate) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	name := "nornweave_test_" + randomHex(8)
+	name := databaseName(t)
 	for attempt := 0; ; attempt++ {
 		tp := ensureTemplate(ctx, admin, u, key, migrate)
 		if tp.err != nil {

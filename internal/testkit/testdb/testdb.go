@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func PostgresURL(t testing.TB) string {
 	defer admin.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	name := "nornweave_test_" + randomHex(8)
+	name := databaseName(t)
 	// name is generated here from hex digits only, so it needs no quoting
 	// beyond the identifier quotes.
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
@@ -125,6 +126,21 @@ func redact(raw string) string {
 		return "<unparsable URL>"
 	}
 	return u.Redacted()
+}
+
+// databaseName is a new database's name for t: nornweave_test_, the
+// test's name as [a-z0-9_] (at most 38 of them, so that the name fits
+// PostgreSQL's 63 bytes), and 8 random hex digits. pg_stat_activity and a
+// leftover database then say which test they are of
+// (scripts/test-timed.sh names the databases at its peak of connections).
+func databaseName(t testing.TB) string {
+	slug := []byte(strings.ToLower(t.Name()))
+	for i, c := range slug {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			slug[i] = '_'
+		}
+	}
+	return "nornweave_test_" + string(slug[:min(len(slug), 38)]) + "_" + randomHex(4)
 }
 
 func randomHex(n int) string {
