@@ -73,7 +73,7 @@ func procEnv(t *testing.T, driver string, mx *smtptest.Server, extra ...string) 
 	return append(cleanEnv(), append([]string{"DB_DRIVER=" + driver, "DATABASE_URL=" + url,
 		"EMAIL_PROVIDER=smtp", "EMAIL_DOMAIN=acme.test", "SMTP_HOST=" + mx.Host(),
 		fmt.Sprintf("SMTP_PORT=%d", mx.Port()), "SMTP_USE_TLS=false", "HOST=127.0.0.1",
-		"LOG_LEVEL=info", "DATABASE_MAX_CONNECTIONS=4", idlePoll}, extra...)...)
+		"LOG_LEVEL=info", "DATABASE_MAX_CONNECTIONS=3", idlePoll}, extra...)...)
 }
 
 // idlePoll is a server process's poll for due held mail (apptest.Config's
