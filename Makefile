@@ -29,7 +29,7 @@ build:
 ## processes (River's rescuer, leases, a real minute) with little CPU: five at a time (twelve held
 ## 58 PostgreSQL connections with the rest, eight 56; each server process may keep 3, and 4 more
 ## for a postgres throttle). RACES race changes against the
-## dispatch of 2 MB messages: one at a time (three heavy tests at once, beside the rest, made load
+## dispatch of half-megabyte messages: one at a time (three heavy tests at once, beside the rest, made load
 ## 12 on two cores, and their sends timed out). The main run lists ./tests first, its longest
 ## package, and runs -parallel 4: the rest of the suite is bound by the two cores, and more at
 ## once only slows the tests that time real deadlines. Then the tests that count allocated bytes
