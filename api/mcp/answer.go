@@ -105,13 +105,13 @@ func (s *Server) chargeAnswer(ctx context.Context, n int64) error {
 	return nil
 }
 
-// fitPage keeps the first of items whose JSON fits in max bytes (at
+// fitPage keeps the first of items whose JSON fits in budget bytes (at
 // least one) and says where the next page starts: offset plus what was
 // kept, when the page was cut, was full (limit), or more remain; nil when
 // it is the last. Each item is measured as it encodes, one at a time, so
 // nothing larger than one item is built to find the cut. Items are
 // measured HTML-escaped, as the SDK writes them (see wireSize).
-func fitPage[T any](max int64, items []T, offset, limit int, more bool) ([]T, *int) {
+func fitPage[T any](budget int64, items []T, offset, limit int, more bool) ([]T, *int) {
 	var size int64 = pageEnvelope
 	var cw countWriter
 	enc := json.NewEncoder(&cw)
@@ -121,7 +121,7 @@ func fitPage[T any](max int64, items []T, offset, limit int, more bool) ([]T, *i
 		if err := enc.Encode(items[i]); err != nil {
 			break // it fails again, and is answered, when the page is encoded
 		}
-		if size += cw.n - before; size > max && i > 0 {
+		if size += cw.n - before; size > budget && i > 0 {
 			kept = i
 			break
 		}
@@ -150,8 +150,8 @@ type toolList[T any] struct {
 	NextOffset *int `json:"next_offset" jsonschema:"pass it as offset to read the next page: this page was full (limit) or cut to fit one answer (8 MiB of JSON); null when it is the last"`
 }
 
-// pageOf is l as a tool answers it: cut to fit max bytes.
-func pageOf[T any](max int64, l api.List[T], offset, limit int) toolList[T] {
-	items, next := fitPage(max, l.Items, offset, limit, false)
+// pageOf is l as a tool answers it: cut to fit budget bytes.
+func pageOf[T any](budget int64, l api.List[T], offset, limit int) toolList[T] {
+	items, next := fitPage(budget, l.Items, offset, limit, false)
 	return toolList[T]{Items: items, Count: len(items), NextOffset: next}
 }

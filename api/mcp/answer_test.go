@@ -90,7 +90,7 @@ func TestMCPAnswerHoldsTheBudgetUntilWritten(t *testing.T) {
 // with its 4 KiB of envelope, where an answer's is 8 MiB: the bytes are a
 // few thousandths, the cuts the same.
 func TestFitPage(t *testing.T) {
-	const max = 12 << 10
+	const budget = 12 << 10
 	item := strings.Repeat("a", 3<<10) // 3 KiB of JSON each
 	for _, tt := range []struct {
 		name     string
@@ -110,7 +110,7 @@ func TestFitPage(t *testing.T) {
 			for i := range items {
 				items[i] = item
 			}
-			got, next := fitPage(max, items, 10, tt.limit, tt.more)
+			got, next := fitPage(budget, items, 10, tt.limit, tt.more)
 			if len(got) != tt.kept || (next == nil) != (tt.next < 0) || (next != nil && *next != tt.next) {
 				t.Errorf("kept %d, next %v; want %d, %d", len(got), next, tt.kept, tt.next)
 			}
@@ -122,16 +122,16 @@ func TestFitPage(t *testing.T) {
 	for i := range angles {
 		angles[i] = strings.Repeat("<&>", 1<<8) // 768 bytes, 4.5 KiB on the wire
 	}
-	got, next := fitPage(max, angles, 0, 50, false)
+	got, next := fitPage(budget, angles, 0, 50, false)
 	wire, err := json.Marshal(&sdk.CallToolResult{StructuredContent: got})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(wire) > max+pageEnvelope || len(got) != 1 || next == nil || *next != 1 {
-		t.Errorf("kept %d items of < & >, %d bytes on the wire; want 1, within %d", len(got), len(wire), max)
+	if len(wire) > budget+pageEnvelope || len(got) != 1 || next == nil || *next != 1 {
+		t.Errorf("kept %d items of < & >, %d bytes on the wire; want 1, within %d", len(got), len(wire), budget)
 	}
 	huge := []string{strings.Repeat("a", 10<<10)}
-	if got, _ := fitPage(max, huge, 0, 50, false); len(got) != 1 {
+	if got, _ := fitPage(budget, huge, 0, 50, false); len(got) != 1 {
 		t.Errorf("one item over the cap: kept %d, want it (the result's cap refuses it)", len(got))
 	}
 }
