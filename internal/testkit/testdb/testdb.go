@@ -49,8 +49,8 @@ func PostgresURL(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	name := databaseName(t)
-	// name is generated here from hex digits only, so it needs no quoting
-	// beyond the identifier quotes.
+	// name is generated here from [a-z0-9_] only (databaseName), so it
+	// needs no quoting beyond the identifier quotes.
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
