@@ -80,15 +80,11 @@ func newHTTPBase(name, keyVar string, cfg HTTPConfig) (*httpBase, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	t := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:   true,
-		MaxIdleConns:        cfg.MaxConcurrency,
-		MaxIdleConnsPerHost: cfg.MaxConcurrency,
-		// No more sockets than calls in flight, by construction: a call
-		// whose connection net/http chose not to reuse waits for that one
-		// to close rather than opening another beside it.
-		MaxConnsPerHost:       cfg.MaxConcurrency,
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          cfg.MaxConcurrency,
+		MaxIdleConnsPerHost:   cfg.MaxConcurrency,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
