@@ -22,8 +22,8 @@ import (
 // final status), security headers, panic recovery, the Host allow-list,
 // CORS, header-size, NUL and UTF-8 checks, the cross-site check, the API
 // key (on /mcp and every /v1 path, so that a 404 or 405 there does not
-// answer before it), Content-Type, the body-size limit, the in-flight
-// budget and the upload rate.
+// answer before it), reading what a refused request still sends, Content-Type,
+// the body-size limit, the in-flight budget and the upload rate.
 func (a *API) middleware(e *echo.Echo) {
 	e.Pre(middleware.RemoveTrailingSlash())
 	e.Use(a.requestID, a.accessLog, securityHeaders, a.drain)
@@ -38,7 +38,7 @@ func (a *API) middleware(e *echo.Echo) {
 	if len(a.CORSOrigins) > 0 {
 		e.Use(cors(a.CORSOrigins))
 	}
-	e.Use(checkRequest, a.crossSite, a.requireAPIKey(), requireJSON)
+	e.Use(checkRequest, a.crossSite, a.requireAPIKey(), a.readRefusedBody, requireJSON)
 	e.Use(middleware.BodyLimit(strconv.FormatInt(a.bodyLimit, 10) + "B"))
 	e.Use(a.limitInFlight, a.enforceUploadRate)
 }
