@@ -82,7 +82,8 @@ func TestHTTPProvidersSortResponses(t *testing.T) {
 		temporary, unknown bool
 		code               int
 		retryAfter         time.Duration
-		msg                []string // substrings of the error
+		msg                []string      // substrings of the error
+		timeout            time.Duration // the client's, only where the case is about one (see TestCauseOfHTTPFailures)
 	}
 	tests := []struct {
 		name    string
@@ -127,7 +128,7 @@ func TestHTTPProvidersSortResponses(t *testing.T) {
 		}, want{unknown: true, msg: []string{"no answer after the message was sent", "may have been delivered"}}},
 		{"timeout after the request is unknown", func(*providertest.Fake) providertest.Responder {
 			return func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() }
-		}, want{unknown: true, msg: []string{"timed out after 300ms", "may have been delivered"}}},
+		}, want{unknown: true, msg: []string{"timed out after 300ms", "may have been delivered"}, timeout: 300 * time.Millisecond}},
 	}
 	for _, kind := range providertest.Kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -144,7 +145,7 @@ func TestHTTPProvidersSortResponses(t *testing.T) {
 					f := providertest.Start(t, kind)
 					f.Respond(tt.respond(f))
 					var log bytes.Buffer
-					p := newProvider(t, kind, f.URL, HTTPConfig{Timeout: 300 * time.Millisecond,
+					p := newProvider(t, kind, f.URL, HTTPConfig{Timeout: tt.want.timeout,
 						Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 					_, err := p.Send(context.Background(), fullMessage())
 					se := mustSendError(t, err)
