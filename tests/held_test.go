@@ -15,6 +15,7 @@ import (
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/testkit/apptest"
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+	"github.com/nornweave/nornweave/store"
 )
 
 // Scheduled and queued sends (issue 19): the API's answers and what the
@@ -331,9 +332,14 @@ func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 		// next, and that is when River tries it. It expires at its
 		// deadline, QUEUE_MAX_AGE after it was due, never before: the
 		// janitor fails it then, whenever its next attempt would be.
-		db := openBeside(t, driver, s.cfg.DatabaseURL)
+		//
+		// Both sides are read in one snapshot of the database every 20 ms,
+		// beside the API's answers: the moment when both are written for
+		// the same attempt lasts until that attempt, about a second, and a
+		// GET through a server beside a second make test took longer
+		// (compared 0 times).
+		pairs := sampleHeldPairs(t, openBeside(t, driver, s.cfg.DatabaseURL), driver, expired)
 		var next time.Time
-		compared := 0
 		waitFor(t, 40*time.Second, func() bool {
 			m := s.do(t, "GET", "/v1/messages/"+expired, nil).JSON(t)
 			if at, ok := m["next_attempt_at"].(string); ok && m["status"] == "scheduled" {
@@ -342,19 +348,23 @@ func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 					t.Fatalf("next_attempt_at %q: %v", at, err)
 				}
 				next = n
-				// The job waits (a snooze) from the time the message shows,
-				// as River counts it once the attempt has returned: compare
-				// once it has. Never earlier; later by the moment between
-				// the two, which a second bounds with room to spare.
-				if river := waitingAt(t, db, driver); !river.IsZero() && !river.Before(n.Add(-time.Millisecond)) {
-					compared++
-					if river.Sub(n) > time.Second {
-						t.Errorf("the message shows its next attempt at %v, River runs it at %v", n, river)
-					}
-				}
 			}
 			return m["status"] == "failed"
 		})
+		compared := 0
+		for _, p := range pairs() {
+			// The job waits (a snooze) from the time the message shows, as
+			// River counts it once the attempt has returned: compare once
+			// it has. Never earlier; later by the moment between the two,
+			// which a second bounds with room to spare.
+			if p.river.Before(p.shown.Add(-time.Millisecond)) {
+				continue
+			}
+			compared++
+			if p.river.Sub(p.shown) > time.Second {
+				t.Errorf("the message shows its next attempt at %v, River runs it at %v", p.shown, p.river)
+			}
+		}
 		if next.IsZero() || compared == 0 {
 			t.Errorf("a deferred message showed its next attempt %v, compared with River's %d times; want both", next, compared)
 		} else if early := due.Add(s.cfg.QueueMaxAge).Sub(time.Now()); early > 0 {
@@ -377,28 +387,79 @@ func TestHeldTemporaryFailureRetriesThenExpires(t *testing.T) {
 	})
 }
 
-// waitingAt is when River runs the one held-message job that has run and
-// waits to run again, zero if none is (yet).
-func waitingAt(t *testing.T, db *sql.DB, driver string) time.Time {
+// heldPair is a scheduled message's next attempt, as it shows, beside when
+// River runs the one held-message job that has run and waits to run again,
+// read in one snapshot.
+type heldPair struct{ shown, river time.Time }
+
+// sampleHeldPairs reads message id's heldPair every 20 ms until the test
+// ends, keeping those where both are set; the function it returns stops
+// the sampling and gives them.
+func sampleHeldPairs(t *testing.T, db *sql.DB, driver, id string) func() []heldPair {
 	t.Helper()
-	var raw any
-	err := db.QueryRow(`SELECT scheduled_at FROM river_job WHERE kind = 'nornweave_due'
-		AND state IN ('available', 'scheduled') AND attempted_at IS NOT NULL`).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}
-	} else if err != nil {
-		t.Fatal(err)
+	ph := "$1"
+	if driver == store.DriverSQLite {
+		ph = "?"
 	}
-	switch v := raw.(type) {
-	case time.Time:
-		return v
-	case string: // River's SQLite format
-		at, err := time.Parse("2006-01-02 15:04:05.000", v)
-		if err != nil {
-			t.Fatalf("river_job.scheduled_at %q: %v", v, err)
+	q := `SELECT m.next_attempt_at, j.scheduled_at FROM messages m, river_job j
+		WHERE m.id = ` + ph + ` AND m.status = 'scheduled' AND m.next_attempt_at IS NOT NULL
+		AND j.kind = 'nornweave_due' AND j.state IN ('available', 'scheduled') AND j.attempted_at IS NOT NULL`
+	var pairs []heldPair
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- func() error {
+			for {
+				select {
+				case <-stop:
+					return nil
+				case <-time.After(20 * time.Millisecond):
+				}
+				var shown, river any
+				err := db.QueryRow(q, id).Scan(&shown, &river)
+				if errors.Is(err, sql.ErrNoRows) {
+					continue
+				} else if err != nil {
+					return err
+				}
+				var p heldPair
+				if p.shown, err = dbTime(shown); err == nil {
+					p.river, err = dbTime(river)
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", driver, err)
+				}
+				pairs = append(pairs, p)
+			}
+		}()
+	}()
+	stopped := false
+	end := func() []heldPair {
+		if !stopped {
+			stopped = true
+			close(stop)
+			if err := <-done; err != nil {
+				t.Fatalf("sampling the message and its job: %v", err)
+			}
 		}
-		return at
+		return pairs
 	}
-	t.Fatalf("river_job.scheduled_at is a %T (%s)", raw, driver)
-	return time.Time{}
+	t.Cleanup(func() { end() })
+	return end
+}
+
+// dbTime reads a time as a database driver gives it: a time.Time, or text
+// in River's SQLite format or RFC 3339.
+func dbTime(v any) (time.Time, error) {
+	switch v := v.(type) {
+	case time.Time:
+		return v, nil
+	case string:
+		for _, layout := range []string{"2006-01-02 15:04:05.000", "2006-01-02 15:04:05.999999999-07:00", time.RFC3339Nano} {
+			if at, err := time.Parse(layout, v); err == nil {
+				return at, nil
+			}
+		}
+		return time.Time{}, fmt.Errorf("time %q in no known format", v)
+	}
+	return time.Time{}, fmt.Errorf("time is a %T", v)
 }
