@@ -28,6 +28,7 @@ import (
 // endpoint without its secret, the sends newest first (filtered by status,
 // only the scheduled one) and a sent message's page with its recipient.
 func TestAdminInABrowser(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		started := time.Now()
 		const key = "admin-page-key"

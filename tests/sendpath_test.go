@@ -70,6 +70,7 @@ func (okProvider) Send(context.Context, providers.Message) (string, error) {
 // request goes to a server just started, which has not read the inbox yet:
 // the most a request can cost.
 func TestSendReadsTheInboxOnce(t *testing.T) {
+	t.Parallel()
 	forEachDriver(t, func(t *testing.T, driver string) {
 		for _, shared := range []bool{false, true} {
 			name := "alone"
