@@ -78,7 +78,7 @@ func blast(t *testing.T, servers []*proc, inboxes []string, n int) (map[int]int,
 // Three servers on one database, 300 concurrent sends spread across them,
 // a global limit of 20: exactly 20 reach the SMTP server.
 func TestClusterKeepsGlobalLimit(t *testing.T) {
-	// Not parallel: its three servers hold about 20 PostgreSQL connections (19–21 measured), two such with the rest over the run's 45.
+	// Not parallel: its three servers hold about 20 PostgreSQL connections (19–21 measured for such tests), two with the rest over the run's 45.
 	for _, backend := range sharedBackends {
 		t.Run(backend, func(t *testing.T) {
 			mx := smtptest.Start(t)
@@ -107,7 +107,7 @@ func TestClusterKeepsGlobalLimit(t *testing.T) {
 // The same with per-inbox limits: four inboxes of 5 a minute, no global
 // limit: exactly 5 from each reach the SMTP server.
 func TestClusterKeepsInboxLimits(t *testing.T) {
-	// Not parallel: its three servers hold about 20 PostgreSQL connections (19–21 measured), two such with the rest over the run's 45.
+	// Not parallel: its three servers hold about 20 PostgreSQL connections (19–21 measured for such tests), two with the rest over the run's 45.
 	for _, backend := range sharedBackends {
 		t.Run(backend, func(t *testing.T) {
 			mx := smtptest.Start(t)

@@ -170,7 +170,7 @@ func TestQueuedSendsAcrossKill(t *testing.T) {
 // those: the lanes that send them keep the limit across servers in
 // TestClusterCrashQueuedIsRescued.
 func TestClusterDispatchesScheduledOnce(t *testing.T) {
-	// Not parallel: its three servers hold about 20 PostgreSQL connections (19–21 measured), two such with the rest over the run's 45.
+	// Not parallel: its three servers hold about 20 PostgreSQL connections (19–21 measured for such tests), two with the rest over the run's 45.
 	const n, limit = 300, 150
 	mx := smtptest.Start(t)
 	servers := startCluster(t, clusterEnv(t, "postgres", mx, heldPoll, fmt.Sprintf("GLOBAL_SEND_RATE_LIMIT_PER_MINUTE=%d", limit)), 3)

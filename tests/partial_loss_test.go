@@ -51,7 +51,7 @@ func perDay(c *config.Config)         { c.SendRateLimitPerDay = lossLimit }
 // send record and logged, not an empty window (issue 27: one DEL of the
 // global hour hash let 739 sends through in an hour with a limit of 600).
 func TestRedisPartialLossKeepsTheLimits(t *testing.T) {
-	// Not parallel: each case's three servers hold up to 23 PostgreSQL connections (measured), two such with the rest over the run's 45.
+	// Not parallel: each case's three servers hold up to 23 PostgreSQL connections (measured), two with the rest over the run's 45.
 	for _, c := range []lossCase{
 		{name: "global minute hash", limits: perMinute, damage: []string{"g:m"}},
 		{name: "global hour hash", limits: perHour, damage: []string{"g:h"}},
@@ -73,7 +73,7 @@ func TestRedisPartialLossKeepsTheLimits(t *testing.T) {
 // TestPostgresPartialLossKeepsTheLimits is the same for THROTTLE_BACKEND=
 // postgres: its rows truncated or deleted by hand mid-burst.
 func TestPostgresPartialLossKeepsTheLimits(t *testing.T) {
-	// Not parallel: each case's three servers hold up to 23 PostgreSQL connections (measured), two such with the rest over the run's 45.
+	// Not parallel: each case's three servers hold up to 23 PostgreSQL connections (measured), two with the rest over the run's 45.
 	for _, c := range []lossCase{
 		{name: "buckets truncated", limits: perMinute, damage: []string{"TRUNCATE pgthrottle_buckets"}},
 		{name: "flights truncated", limits: perMinute, damage: []string{"TRUNCATE pgthrottle_flights"}},
