@@ -432,17 +432,13 @@ func sampleHeldPairs(t *testing.T, db *sql.DB, driver, id string) func() []heldP
 			}
 		}()
 	}()
-	stopped := false
-	end := func() []heldPair {
-		if !stopped {
-			stopped = true
-			close(stop)
-			if err := <-done; err != nil {
-				t.Fatalf("sampling the message and its job: %v", err)
-			}
+	end := sync.OnceValue(func() []heldPair {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Errorf("sampling the message and its job: %v", err)
 		}
 		return pairs
-	}
+	})
 	t.Cleanup(func() { end() })
 	return end
 }
