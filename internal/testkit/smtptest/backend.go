@@ -99,6 +99,7 @@ func (ss *session) Data(r io.Reader) error {
 	m.From, m.To, m.TLS, m.Received = ss.from, slices.Clone(ss.to), ss.tls, received
 	ss.s.store(m)
 	ss.s.at(BeforeReply, ss.conn)
+	ss.s.waitReply(m.To, ss.conn)
 	return nil
 }
 

@@ -65,7 +65,8 @@ type Server struct {
 	stages   map[Stage]stageAction
 	quit     chan struct{} // closed by stop: ends stalls
 	rejectTo map[string]bool
-	changed  chan struct{} // closed and replaced whenever a message arrives
+	replyTo  map[string]time.Duration // DelayDataReplyTo
+	changed  chan struct{}            // closed and replaced whenever a message arrives
 }
 
 // Start starts a server and registers t.Cleanup to stop it: Cleanup closes
@@ -81,6 +82,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		cfg:       cfg,
 		serveDone: make(chan struct{}),
 		rejectTo:  make(map[string]bool),
+		replyTo:   make(map[string]time.Duration),
 		stages:    make(map[Stage]stageAction),
 		changed:   make(chan struct{}),
 		quit:      make(chan struct{}),

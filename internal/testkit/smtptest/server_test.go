@@ -331,3 +331,25 @@ func TestDelayDataReplyStoresFirst(t *testing.T) {
 	}
 	// Stopping the server ends the wait (checked by the test's cleanup).
 }
+
+func TestDelayDataReplyToDelaysOnlyThatRecipient(t *testing.T) {
+	s := Start(t)
+	s.DelayDataReplyTo("slow@example.org", time.Hour)
+	done := make(chan error, 1)
+	c := dial(t, s)
+	go func() {
+		done <- c.SendMail("a@example.com", []string{"slow@example.org"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n"))
+	}()
+	s.WaitForCount(t, 1)
+	if err := send(t, dial(t, s), "a@example.com", []string{"fast@example.org"}, "Subject: y\r\n\r\nbody\r\n"); err != nil {
+		t.Fatalf("another recipient's message, sent meanwhile: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the delayed recipient's reply came: %v", err)
+	default:
+	}
+	if s.Count() != 2 {
+		t.Errorf("%d messages stored, want 2", s.Count())
+	}
+}

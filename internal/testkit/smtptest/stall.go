@@ -92,6 +92,47 @@ func (s *Server) ResetAt(stage Stage) {
 // server queues it, and only then is the final "." answered.
 func (s *Server) DelayDataReply(d time.Duration) { s.Stall(BeforeReply, d) }
 
+// DelayDataReplyTo is DelayDataReply for the messages to rcpt only; 0
+// removes it. A test that cuts a client off while one message is
+// unanswered uses it so that the other sends of the moment are answered
+// as usual and cannot be caught in the same cut.
+func (s *Server) DelayDataReplyTo(rcpt string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d <= 0 {
+		delete(s.replyTo, rcpt)
+		return
+	}
+	s.replyTo[rcpt] = d
+}
+
+// replyDelay is the longest DelayDataReplyTo set for any of to.
+func (s *Server) replyDelay(to []string) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d time.Duration
+	for _, rcpt := range to {
+		d = max(d, s.replyTo[rcpt])
+	}
+	return d
+}
+
+// waitReply carries out replyDelay's wait on connection c; the wait ends
+// early when the server stops.
+func (s *Server) waitReply(to []string, c *trackedConn) {
+	d := s.replyDelay(to)
+	if d == 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.quit:
+	}
+	s.renewReadDeadline(c)
+}
+
 // stallsAt reports whether anything is set for stage.
 func (s *Server) stallsAt(stage Stage) bool {
 	s.mu.Lock()
