@@ -117,20 +117,11 @@ func (s *Server) replyDelay(to []string) time.Duration {
 	return d
 }
 
-// waitReply carries out replyDelay's wait on connection c; the wait ends
-// early when the server stops.
+// waitReply carries out replyDelay's wait on connection c.
 func (s *Server) waitReply(to []string, c *trackedConn) {
-	d := s.replyDelay(to)
-	if d == 0 {
-		return
+	if d := s.replyDelay(to); d > 0 {
+		s.pause(d, c)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.quit:
-	}
-	s.renewReadDeadline(c)
 }
 
 // stallsAt reports whether anything is set for stage.
@@ -158,14 +149,20 @@ func (s *Server) at(stage Stage, c *trackedConn) {
 	case a.reset && c != nil:
 		c.reset()
 	case a.delay > 0:
-		t := time.NewTimer(a.delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-s.quit:
-		}
-		s.renewReadDeadline(c)
+		s.pause(a.delay, c)
 	}
+}
+
+// pause waits d on connection c, or until the server stops, and then
+// gives c its read timeout again.
+func (s *Server) pause(d time.Duration, c *trackedConn) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.quit:
+	}
+	s.renewReadDeadline(c)
 }
 
 // renewReadDeadline gives c its whole read timeout again after a stall:
