@@ -14,6 +14,8 @@ import (
 
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
 	"github.com/nornweave/nornweave/store"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Held sends across crashes and servers: the built binary, killed and
@@ -321,22 +323,21 @@ func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 				dsn = v
 			}
 		}
-		st, err := store.Open(ctx, store.Options{Driver: driver, DSN: dsn})
-		if err != nil {
-			t.Fatal(err)
+		db := openBeside(t, driver, dsn)
+		rc := riverOf(t, db, driver)
+		list, err := rc.JobList(ctx, river.NewJobListParams().Kinds("nornweave_due"))
+		if err != nil || len(list.Jobs) != 1 || list.Jobs[0].State != rivertype.JobStateCompleted {
+			t.Fatalf("the due jobs: %v, %v; want one, completed", list, err)
 		}
-		res, err := st.SQL().ExecContext(ctx, `UPDATE river_job SET state = 'available', finalized_at = NULL WHERE kind = 'nornweave_due'`)
-		if n, _ := res.RowsAffected(); err != nil || n != 1 {
-			t.Fatalf("making the due job available again: %d rows, %v", n, err)
+		job := list.Jobs[0].ID
+		if j, err := rc.JobRetry(ctx, job); err != nil || j.State != rivertype.JobStateAvailable {
+			t.Fatalf("making the due job available again: %v, %v", j, err)
 		}
-		st.Close()
 
 		p = startProc(t, env)
-		db := openBeside(t, driver, dsn)
 		waitFor(t, 20*time.Second, func() bool {
-			var state string
-			err := db.QueryRowContext(ctx, `SELECT state FROM river_job WHERE kind = 'nornweave_due'`).Scan(&state)
-			return err == nil && state == "completed"
+			j, err := rc.JobGet(ctx, job)
+			return err == nil && j.State == rivertype.JobStateCompleted
 		})
 		if n := mx.Count(); n != 1 {
 			t.Errorf("the relay received %d messages, want the one sent before the restart", n)
