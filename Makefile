@@ -26,9 +26,9 @@ build:
 ## runs unguarded, or fails with NETGUARD=required). The longest end-to-end tests run from the start,
 ## each kind in a `go test` of its own beside the rest: in the main run they waited for a parallel
 ## slot behind shorter tests and ended last. WAITING spend minutes waiting on real time in server
-## processes (River's rescuer, leases, a real minute) with little CPU: five at a time (twelve held
-## 58 PostgreSQL connections with the rest, eight 56; each server process may keep 3, and 4 more
-## for a postgres throttle). RACES race changes against the
+## processes (River's rescuer, leases, a real minute) with little CPU: four at a time (twelve held
+## 58 PostgreSQL connections with the rest, eight 56, five 48 beside the partial-loss test's 24;
+## each server process may keep 3, and 4 more for a postgres throttle). RACES race changes against the
 ## dispatch of half-megabyte messages: one at a time (three heavy tests at once, beside the rest, made load
 ## 12 on two cores, and their sends timed out). The main run lists ./tests first, its longest
 ## package, and runs -parallel 4: the rest of the suite is bound by the two cores, and more at
@@ -49,8 +49,8 @@ test:
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-chromium.sh
 	@guard=$$(./scripts/netguard.sh --exec-flag) || exit 1; \
-	  echo "$(GO) test -race -count=1 -parallel 5 -timeout 25m -run '$(WAITING)' $$guard ./tests/   # beside the rest"; \
-	  $(GO) test -race -count=1 -parallel 5 -timeout 25m -run '$(WAITING)' $$guard ./tests/ & waiting=$$!; \
+	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -run '$(WAITING)' $$guard ./tests/   # beside the rest"; \
+	  $(GO) test -race -count=1 -parallel 4 -timeout 25m -run '$(WAITING)' $$guard ./tests/ & waiting=$$!; \
 	  echo "$(GO) test -race -count=1 -parallel 1 -timeout 25m -run '$(RACES)' $$guard ./tests/   # beside the rest"; \
 	  $(GO) test -race -count=1 -parallel 1 -timeout 25m -run '$(RACES)' $$guard ./tests/ & races=$$!; \
 	  echo "$(GO) test -race -count=1 -parallel 4 -timeout 25m -skip '$(WAITING)|$(RACES)|$(ALONE)' $$guard ./tests/ $(PKGS)"; \
