@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+	"github.com/nornweave/nornweave/skuld/hold"
 	"github.com/nornweave/nornweave/store"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -325,7 +326,7 @@ func TestDueJobRunAgainAfterItsSendSendsNothing(t *testing.T) {
 		}
 		db := openBeside(t, driver, dsn)
 		rc := riverOf(t, db, driver)
-		list, err := rc.JobList(ctx, river.NewJobListParams().Kinds("nornweave_due"))
+		list, err := rc.JobList(ctx, river.NewJobListParams().Kinds(hold.KindDue))
 		if err != nil || len(list.Jobs) != 1 || list.Jobs[0].State != rivertype.JobStateCompleted {
 			t.Fatalf("the due jobs: %v, %v; want one, completed", list, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nornweave/nornweave/core/config"
 	"github.com/nornweave/nornweave/internal/testkit/apptest"
 	"github.com/nornweave/nornweave/internal/testkit/smtptest"
+	"github.com/nornweave/nornweave/skuld/hold"
 	"github.com/nornweave/nornweave/store"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -412,7 +413,7 @@ func sampleHeldPairs(t *testing.T, db *sql.DB, driver, id string) func() []heldP
 		ph = "?"
 	}
 	q := `SELECT next_attempt_at FROM messages WHERE id = ` + ph + ` AND status = 'scheduled' AND next_attempt_at IS NOT NULL`
-	jobs := river.NewJobListParams().Kinds("nornweave_due").States(rivertype.JobStateAvailable, rivertype.JobStateScheduled)
+	jobs := river.NewJobListParams().Kinds(hold.KindDue).States(rivertype.JobStateAvailable, rivertype.JobStateScheduled)
 	// sample reads one pair; ok is false when either side is not set.
 	sample := func(ctx context.Context) (p heldPair, ok bool, err error) {
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
@@ -488,13 +489,13 @@ func riverOf(t testing.TB, db *sql.DB, driver string) *river.Client[*sql.Tx] {
 }
 
 // dbTime reads a time as a database driver gives it: a time.Time, or text
-// in River's SQLite format or RFC 3339.
+// as the store writes it to SQLite, or RFC 3339.
 func dbTime(v any) (time.Time, error) {
 	switch v := v.(type) {
 	case time.Time:
 		return v, nil
 	case string:
-		for _, layout := range []string{"2006-01-02 15:04:05.000", "2006-01-02 15:04:05.999999999-07:00", time.RFC3339Nano} {
+		for _, layout := range []string{"2006-01-02 15:04:05.999999999-07:00", time.RFC3339Nano} {
 			if at, err := time.Parse(layout, v); err == nil {
 				return at, nil
 			}

@@ -46,12 +46,7 @@ func TestQueuedLaneWakesWhenRoomAppears(t *testing.T) {
 		if st := r.JSON(t)["status"]; st != "queued" {
 			t.Fatalf("queued send answered %s", r.Body)
 		}
-		probe := s.send(t, inbox, "probe@example.com")
-		mustStatus(t, probe, http.StatusTooManyRequests)
-		retryAfter, err := strconv.Atoi(probe.Header.Get("Retry-After"))
-		if err != nil {
-			t.Fatalf("a direct send beside the flights: Retry-After %q", probe.Header.Get("Retry-After"))
-		}
+		retryAfter := retryAfterBeside(t, s, inbox)
 		told := time.Now().Add(time.Duration(retryAfter) * time.Second)
 		wg.Wait()
 		var received []time.Time
@@ -111,12 +106,7 @@ func TestQueuedLaneWakesWhenAFlightFails(t *testing.T) {
 		mustStatus(t, r, http.StatusAccepted)
 		id := r.JSON(t)["id"].(string)
 		// What a client is told meanwhile: the lane must not wait that long.
-		probe := s.send(t, inbox, "probe@example.com")
-		mustStatus(t, probe, http.StatusTooManyRequests)
-		retryAfter, err := strconv.Atoi(probe.Header.Get("Retry-After"))
-		if err != nil || retryAfter < 60 {
-			t.Fatalf("a direct send beside the flight: Retry-After %q, want the minute and the lease", probe.Header.Get("Retry-After"))
-		}
+		retryAfter := retryAfterBeside(t, s, inbox)
 		// Release the flight just after the lane has asked the throttle
 		// (each refusal writes the message's next attempt): it learns of
 		// the room only when it asks again.
@@ -137,6 +127,21 @@ func TestQueuedLaneWakesWhenAFlightFails(t *testing.T) {
 			t.Errorf("queued send received %v after its window had room, want sooner than %v (half the Retry-After of %d s)", late, bound, retryAfter)
 		}
 	})
+}
+
+// retryAfterBeside is the Retry-After, in seconds, that a direct send to
+// inbox is told now, while sends in flight fill its window: the wait a
+// queued lane must beat. It is at least the minute, since the window's
+// sends are counted from their commits, at the end of their leases.
+func retryAfterBeside(t *testing.T, s *server, inbox string) int {
+	t.Helper()
+	probe := s.send(t, inbox, "probe@example.com")
+	mustStatus(t, probe, http.StatusTooManyRequests)
+	retryAfter, err := strconv.Atoi(probe.Header.Get("Retry-After"))
+	if err != nil || retryAfter < 60 {
+		t.Fatalf("a direct send beside the flights: Retry-After %q, want the minute and the lease", probe.Header.Get("Retry-After"))
+	}
+	return retryAfter
 }
 
 func minTime(a, b time.Time) time.Time {

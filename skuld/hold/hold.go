@@ -52,9 +52,11 @@ import (
 	"github.com/nornweave/nornweave/store"
 )
 
-// Job kinds, as River stores them: never change them.
+// Job kinds, as River stores them: never change them. KindDue, a
+// scheduled message's job, is exported for tests that read its jobs
+// through River's client.
 const (
-	kindDue  = "nornweave_due"
+	KindDue  = "nornweave_due"
 	kindLane = "nornweave_lane"
 )
 
@@ -70,7 +72,7 @@ type dueArgs struct {
 	Due       time.Time `json:"due"`
 }
 
-func (dueArgs) Kind() string { return kindDue }
+func (dueArgs) Kind() string { return KindDue }
 
 type laneArgs struct {
 	InboxID string `json:"inbox_id"`
@@ -265,7 +267,7 @@ func (q *Queue) runSoon(ctx context.Context, by time.Time) error {
 	// Only held mail's: a held job run early waits for its time, and
 	// another kind may not (a webhook's retry would come before the
 	// Retry-After its endpoint asked for).
-	params := river.NewJobListParams().Kinds(kindDue, kindLane).
+	params := river.NewJobListParams().Kinds(KindDue, kindLane).
 		States(rivertype.JobStateScheduled, rivertype.JobStateRetryable).
 		OrderBy(river.JobListOrderByScheduledAt, river.SortOrderAsc).First(100)
 	n := 0

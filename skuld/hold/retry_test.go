@@ -69,7 +69,7 @@ func TestQueueRetryPolicy(t *testing.T) {
 		}
 	}()
 	<-fs.second
-	res, err := q.client.JobList(ctx, river.NewJobListParams().Kinds(kindDue))
+	res, err := q.client.JobList(ctx, river.NewJobListParams().Kinds(KindDue))
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("JobList = %v, %v; want the one due job", res, err)
 	}
