@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -435,7 +436,13 @@ func sampleHeldPairs(t *testing.T, db *sql.DB, driver, id string) func() []heldP
 			return p, false, err
 		}
 		for _, j := range res.Jobs {
-			if j.AttemptedAt != nil && strings.Contains(string(j.EncodedArgs), id) {
+			var args struct {
+				MessageID string `json:"message_id"` // a due job's arguments, as stored
+			}
+			if err := json.Unmarshal(j.EncodedArgs, &args); err != nil {
+				return p, false, err
+			}
+			if j.AttemptedAt != nil && args.MessageID == id {
 				p.river = j.ScheduledAt
 				return p, true, nil
 			}
